@@ -1,0 +1,248 @@
+// Package cli owns swetui's command line: subcommands, their flags,
+// key.path=value overrides, exit codes and the wiring of the other packages.
+// main.go only hands it the process's arguments, streams and signals, so every
+// command is testable in-process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/swetui/swetui/config"
+)
+
+// Exit codes, a stable contract (DESIGN.md §3).
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// Version is set at build time with -ldflags "-X github.com/swetui/swetui/cli.Version=...".
+var Version = "dev"
+
+// Env is what a command may touch of the outside world.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Stdin          io.Reader
+	// DefaultConfig is the embedded config.toml, used when no --config is
+	// given and ./config.toml does not exist.
+	DefaultConfig []byte
+	// IsTerminal reports whether stdout is a terminal (chooses TUI or headless).
+	IsTerminal bool
+}
+
+type command struct {
+	name    string
+	args    string
+	summary string
+	run     func(ctx context.Context, env Env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"run", "[--config F] [--headless] [key.path=value ...]", "training console (TUI when stdout is a terminal)", runRun},
+		{"config", "[--config F] [key.path=value ...]", "print the resolved config as TOML", runConfig},
+		{"score", "--predictions P.jsonl|gold|empty [--dataset D] [--mode syntax|apply-only|docker] [--out report.json]", "score SWE-bench-format predictions", runScore},
+		{"grade", "--instance I.json --log test_output.txt", "parse and grade one test log as JSON", runGrade},
+		{"prepare", "[--dataset D]", "build or pull the images a dataset needs", runPrepare},
+		{"sft", "[--config F] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", runSFT},
+		{"eval", "--ckpt C [--dataset D] [--out preds.jsonl]", "generate one patch per task with a checkpoint and score them", runEval},
+		{"version", "", "print the version", runVersion},
+	}
+}
+
+// usageError marks errors that exit with ExitUsage.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// UsageErrorf returns an error that makes the command exit with code 2.
+func UsageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// Main runs swetui with args (without the program name) and returns the exit code.
+func Main(ctx context.Context, env Env, args []string) int {
+	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+		printUsage(env.Stdout)
+		return ExitOK
+	}
+	name := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !strings.Contains(args[0], "=") {
+		name, args = args[0], args[1:]
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		err := c.run(ctx, env, args)
+		return report(env, c.name, err)
+	}
+	fmt.Fprintf(env.Stderr, "swetui: unknown command %q\n\n", name)
+	printUsage(env.Stderr)
+	return ExitUsage
+}
+
+func report(env Env, name string, err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.As(err, new(usageError)), errors.As(err, new(config.Problems)):
+		fmt.Fprintf(env.Stderr, "swetui %s: %v\n", name, err)
+		return ExitUsage
+	default:
+		fmt.Fprintf(env.Stderr, "swetui %s: %v\n", name, err)
+		return ExitFailure
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "swetui trains code models with GRPO on software-engineering tasks, live in the terminal.")
+	fmt.Fprintln(w, "\nUsage:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  swetui %-8s %s\n      %s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'swetui <command> --help' for a command's flags. Exit codes: 0 ok, 1 failure, 2 usage or config error.")
+}
+
+// newFlags makes a FlagSet whose --help prints the command's usage line.
+func newFlags(env Env, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("swetui "+name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	for _, c := range commands() {
+		if c.name == name {
+			fs.Usage = func() {
+				fmt.Fprintf(env.Stderr, "Usage: swetui %s %s\n  %s\n", c.name, c.args, c.summary)
+				fs.PrintDefaults()
+			}
+		}
+	}
+	return fs
+}
+
+// parseFlags parses flags that may stand anywhere among key.path=value
+// overrides, returning the overrides in order. Positional arguments that are
+// not overrides are a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var overrides []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		rest := fs.Args()
+		i := 0
+		for i < len(rest) && !strings.HasPrefix(rest[i], "-") {
+			if !strings.Contains(rest[i], "=") {
+				return nil, UsageErrorf("unexpected argument %q (overrides look like key.path=value)", rest[i])
+			}
+			overrides = append(overrides, rest[i])
+			i++
+		}
+		if i == len(rest) {
+			return overrides, nil
+		}
+		args = rest[i:]
+	}
+}
+
+// configFlag registers --config and returns a loader for the resolved config.
+func configFlag(fs *flag.FlagSet, env Env) func(overrides []string) (config.Config, error) {
+	path := fs.String("config", "", "config file (default ./config.toml if present, else the built-in defaults)")
+	return func(overrides []string) (config.Config, error) {
+		var (
+			cfg config.Config
+			err error
+		)
+		switch {
+		case *path != "":
+			cfg, err = config.LoadFile(*path, false, overrides)
+		case fileExists("config.toml"):
+			cfg, err = config.LoadFile("config.toml", false, overrides)
+		default:
+			cfg, err = config.Load("config.toml (built in)", env.DefaultConfig, overrides)
+		}
+		if err != nil {
+			return cfg, usageError{err}
+		}
+		if err := config.Validate(cfg); err != nil {
+			return cfg, err
+		}
+		return cfg, nil
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func runConfig(ctx context.Context, env Env, args []string) error {
+	fs := newFlags(env, "config")
+	load := configFlag(fs, env)
+	overrides, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := load(overrides)
+	if err != nil {
+		return err
+	}
+	out, err := config.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = env.Stdout.Write(out)
+	return err
+}
+
+func runVersion(ctx context.Context, env Env, args []string) error {
+	fs := newFlags(env, "version")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "swetui %s\n", Version)
+	return nil
+}
+
+// notYet is what a command says until the issue that builds it lands.
+func notYet(env Env, name string, args []string, issue int) error {
+	fs := newFlags(env, name)
+	fs.String("config", "", "config file")
+	fs.String("predictions", "", "predictions")
+	fs.String("dataset", "", "dataset")
+	fs.String("mode", "", "mode")
+	fs.String("out", "", "output")
+	fs.String("instance", "", "instance")
+	fs.String("log", "", "log")
+	fs.String("ckpt", "", "checkpoint")
+	fs.Bool("headless", false, "headless")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return fmt.Errorf("%q is not built yet (issue %d); nothing was done", name, issue)
+}
+
+func runRun(ctx context.Context, env Env, args []string) error { return notYet(env, "run", args, 7) }
+func runScore(ctx context.Context, env Env, args []string) error {
+	return notYet(env, "score", args, 4)
+}
+func runGrade(ctx context.Context, env Env, args []string) error {
+	return notYet(env, "grade", args, 4)
+}
+func runPrepare(ctx context.Context, env Env, args []string) error {
+	return notYet(env, "prepare", args, 5)
+}
+func runSFT(ctx context.Context, env Env, args []string) error  { return notYet(env, "sft", args, 6) }
+func runEval(ctx context.Context, env Env, args []string) error { return notYet(env, "eval", args, 6) }

@@ -1,0 +1,195 @@
+// Package config owns swetui's settings: the typed structs that config.toml
+// decodes into, strict loading, Hydra-style key.path=value overrides, and
+// validation that reports every problem at once before anything heavy starts.
+package config
+
+// Config is the whole resolved configuration. Every field has a toml tag; the
+// file config.toml at the repository root carries the same defaults as
+// Default, with a comment per knob (a test keeps the two in step).
+type Config struct {
+	Run        Run        `toml:"run"`
+	Data       Data       `toml:"data"`
+	Model      Model      `toml:"model"`
+	Sample     Sample     `toml:"sample"`
+	Optim      Optim      `toml:"optim"`
+	GRPO       GRPO       `toml:"grpo"`
+	Curriculum Curriculum `toml:"curriculum"`
+	Reward     Reward     `toml:"reward"`
+	Sandbox    Sandbox    `toml:"sandbox"`
+	SFT        SFT        `toml:"sft"`
+	Watchdog   Watchdog   `toml:"watchdog"`
+	UI         UI         `toml:"ui"`
+}
+
+// Run holds the knobs of one training run as a whole.
+type Run struct {
+	Name      string `toml:"name"`
+	Seed      int64  `toml:"seed"`
+	MaxSteps  int    `toml:"max_steps"`
+	OutDir    string `toml:"out_dir"`
+	SaveEvery int    `toml:"save_every"`
+	KeepLast  int    `toml:"keep_last"`
+	Resume    string `toml:"resume"`
+	SFTFirst  bool   `toml:"sft_first"`
+}
+
+// Data says where tasks come from and which of them are used.
+type Data struct {
+	Source     string   `toml:"source"`
+	Split      string   `toml:"split"`
+	TrainLimit int      `toml:"train_limit"`
+	Include    []string `toml:"include"`
+	Exclude    []string `toml:"exclude"`
+	MiniSeed   int64    `toml:"mini_seed"`
+	MiniTasks  int      `toml:"mini_tasks"`
+	TestFrac   float64  `toml:"test_fraction"`
+}
+
+// Model is the policy's architecture and where its weights start from.
+type Model struct {
+	Layers    int     `toml:"layers"`
+	DModel    int     `toml:"d_model"`
+	Heads     int     `toml:"heads"`
+	KVHeads   int     `toml:"kv_heads"`
+	DFF       int     `toml:"d_ff"`
+	Context   int     `toml:"context"`
+	VocabSize int     `toml:"vocab_size"`
+	RopeTheta float64 `toml:"rope_theta"`
+	InitCkpt  string  `toml:"init_ckpt"`
+	Tokenizer string  `toml:"tokenizer"`
+}
+
+// Sample controls how completions are drawn from the policy.
+type Sample struct {
+	Temperature  float64 `toml:"temperature"`
+	TopP         float64 `toml:"top_p"`
+	MaxNewTokens int     `toml:"max_new_tokens"`
+}
+
+// Optim is the AdamW optimiser and its learning-rate schedule.
+type Optim struct {
+	LR          float64 `toml:"lr"`
+	WeightDecay float64 `toml:"weight_decay"`
+	Beta1       float64 `toml:"beta1"`
+	Beta2       float64 `toml:"beta2"`
+	Eps         float64 `toml:"eps"`
+	GradClip    float64 `toml:"grad_clip"`
+	Warmup      int     `toml:"warmup_steps"`
+	Schedule    string  `toml:"schedule"`
+}
+
+// GRPO holds the algorithm's knobs.
+type GRPO struct {
+	GroupSize      int     `toml:"group_size"`
+	PromptsPerStep int     `toml:"prompts_per_step"`
+	ClipLow        float64 `toml:"clip_low"`
+	ClipHigh       float64 `toml:"clip_high"`
+	KLCoef         float64 `toml:"kl_coef"`
+	KLEstimator    string  `toml:"kl_estimator"`
+	ScaleRewards   string  `toml:"scale_rewards"`
+	LeaveOneOut    bool    `toml:"leave_one_out"`
+	LossAgg        string  `toml:"loss_agg"`
+	MaskTruncated  bool    `toml:"mask_truncated"`
+	StdEps         float64 `toml:"std_eps"`
+	ISCorrection   string  `toml:"is_correction"`
+	ISCap          float64 `toml:"is_cap"`
+	Async          Async   `toml:"async"`
+}
+
+// Async configures the overlapped generate/score/train loop.
+type Async struct {
+	Enabled               bool `toml:"enabled"`
+	MaxTrajectoryAgeSteps int  `toml:"max_trajectory_age_steps"`
+	BufferGroups          int  `toml:"buffer_groups"`
+}
+
+// Curriculum chooses the reward mode and when to move between modes.
+type Curriculum struct {
+	Phase         string  `toml:"phase"`
+	Auto          bool    `toml:"auto"`
+	Window        int     `toml:"window"`
+	SyntaxToApply float64 `toml:"syntax_to_apply"`
+	ApplyToDocker float64 `toml:"apply_to_docker"`
+	StepBackBelow float64 `toml:"step_back_below"`
+}
+
+// Reward weighs the parts of the reward.
+type Reward struct {
+	ApplyBonus  float64 `toml:"apply_bonus"`
+	TestWeight  float64 `toml:"test_weight"`
+	P2PPenalty  float64 `toml:"p2p_penalty"`
+	HackPenalty float64 `toml:"hack_penalty"`
+	ReposDir    string  `toml:"repos_dir"`
+	ApplyOnHost bool    `toml:"apply_on_host"`
+}
+
+// Sandbox configures the Docker reward pool.
+type Sandbox struct {
+	Workers   int      `toml:"workers"`
+	Queue     int      `toml:"queue"`
+	TimeoutS  int      `toml:"timeout_s"`
+	MemoryMB  int      `toml:"memory_mb"`
+	CPUs      float64  `toml:"cpus"`
+	PidsLimit int      `toml:"pids_limit"`
+	LogCapKB  int      `toml:"log_cap_kb"`
+	Retries   int      `toml:"retries"`
+	Hosts     []string `toml:"hosts"`
+	Image     string   `toml:"image"`
+	User      string   `toml:"user"`
+}
+
+// SFT configures the supervised warm start on gold patches.
+type SFT struct {
+	Steps     int     `toml:"steps"`
+	BatchSize int     `toml:"batch_size"`
+	LR        float64 `toml:"lr"`
+	Out       string  `toml:"out"`
+}
+
+// Watchdog bounds how long the trainer may go without progress.
+type Watchdog struct {
+	StallS int `toml:"stall_s"`
+}
+
+// UI configures the console.
+type UI struct {
+	RefreshMS int `toml:"refresh_ms"`
+	LogLines  int `toml:"log_lines"`
+	History   int `toml:"history"`
+}
+
+// Phase names of the curriculum, in order.
+const (
+	PhaseSyntax    = "syntax"
+	PhaseApplyOnly = "apply-only"
+	PhaseDocker    = "docker"
+)
+
+// Phases lists the curriculum's phases in the order they are taken.
+var Phases = []string{PhaseSyntax, PhaseApplyOnly, PhaseDocker}
+
+// Default returns the built-in configuration; config.toml mirrors it.
+func Default() Config {
+	return Config{
+		Run: Run{Seed: 1, MaxSteps: 200, OutDir: "runs", SaveEvery: 25, KeepLast: 3, Resume: "auto", SFTFirst: true},
+		Data: Data{Source: "mini", Split: "train", Include: []string{}, Exclude: []string{},
+			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1},
+		Model: Model{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 1024,
+			VocabSize: 2048, RopeTheta: 10000},
+		Sample: Sample{Temperature: 0.9, TopP: 1.0, MaxNewTokens: 256},
+		Optim: Optim{LR: 1e-4, WeightDecay: 0.0, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, GradClip: 1.0,
+			Warmup: 10, Schedule: "constant"},
+		GRPO: GRPO{GroupSize: 4, PromptsPerStep: 2, ClipLow: 0.2, ClipHigh: 0.28, KLCoef: 0.02,
+			KLEstimator: "k3", ScaleRewards: "group", LossAgg: "token-mean", StdEps: 1e-6,
+			ISCorrection: "none", ISCap: 2.0,
+			Async: Async{MaxTrajectoryAgeSteps: 1, BufferGroups: 8}},
+		Curriculum: Curriculum{Phase: PhaseSyntax, Auto: true, Window: 20, SyntaxToApply: 0.8,
+			ApplyToDocker: 0.5, StepBackBelow: 0},
+		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 0, ApplyOnHost: true},
+		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
+			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest"},
+		SFT:      SFT{Steps: 300, BatchSize: 4, LR: 1e-3},
+		Watchdog: Watchdog{StallS: 900},
+		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
+	}
+}

@@ -1,0 +1,200 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestConfigTOMLMatchesDefault(t *testing.T) {
+	data, err := os.ReadFile("../config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load("config.toml", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Default(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("config.toml and Default() disagree:\nfile:    %+v\ndefault: %+v", got, want)
+	}
+	if err := Validate(got); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	// Every key in config.toml carries a comment.
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "=") && !strings.HasPrefix(strings.TrimSpace(line), "#") && !strings.Contains(line, "#") {
+			t.Errorf("config.toml:%d has no comment: %s", i+1, line)
+		}
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name    string
+		body    string
+		check   func(Config) bool
+		wantErr string
+	}{
+		{"empty file keeps defaults", "", func(c Config) bool { return reflect.DeepEqual(c, Default()) }, ""},
+		{"nested table", "[grpo.async]\nenabled = true\n", func(c Config) bool { return c.GRPO.Async.Enabled }, ""},
+		{"array replaces", "[sandbox]\nhosts = [\"unix:///a\", \"tcp://b:2376\"]\n",
+			func(c Config) bool { return reflect.DeepEqual(c.Sandbox.Hosts, []string{"unix:///a", "tcp://b:2376"}) }, ""},
+		{"misspelt key names file, line and key", "[grpo]\ngroup_size = 4\ngruop_size = 8\n", nil, `bad.toml:3: unknown key "grpo.gruop_size"`},
+		{"unknown table", "[nosuch]\nx = 1\n", nil, `unknown key "nosuch`},
+		{"type mismatch names the key", "[grpo]\ngroup_size = \"many\"\n", nil, `key "grpo.group_size"`},
+		{"syntax error has a line", "[grpo\n", nil, "bad.toml:1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "bad.toml")
+			if err := os.WriteFile(path, []byte(tt.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadFile(path, false, nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(cfg) {
+				t.Fatalf("unexpected config %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestLoadFileMissing(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.toml")
+	if _, err := LoadFile(missing, false, nil); err == nil || !strings.Contains(err.Error(), "none.toml") {
+		t.Fatalf("want an error naming the file, got %v", err)
+	}
+	cfg, err := LoadFile(missing, true, []string{"run.max_steps=7"})
+	if err != nil || cfg.Run.MaxSteps != 7 {
+		t.Fatalf("optional missing file: %v %d", err, cfg.Run.MaxSteps)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	tests := []struct {
+		override string
+		check    func(Config) bool
+		wantErr  string
+	}{
+		{"grpo.group_size=8", func(c Config) bool { return c.GRPO.GroupSize == 8 }, ""},
+		{"grpo.async.enabled=true", func(c Config) bool { return c.GRPO.Async.Enabled }, ""},
+		{"grpo.async.max_trajectory_age_steps=0", func(c Config) bool { return c.GRPO.Async.MaxTrajectoryAgeSteps == 0 }, ""},
+		{"curriculum.phase=apply-only", func(c Config) bool { return c.Curriculum.Phase == "apply-only" }, ""},
+		{`curriculum.phase="docker"`, func(c Config) bool { return c.Curriculum.Phase == "docker" }, ""},
+		{"optim.lr=3e-4", func(c Config) bool { return c.Optim.LR == 3e-4 }, ""},
+		{"optim.lr=1", func(c Config) bool { return c.Optim.LR == 1 }, ""},
+		{"run.name=a=b=c", func(c Config) bool { return c.Run.Name == "a=b=c" }, ""},
+		{"run.name=2024", func(c Config) bool { return c.Run.Name == "2024" }, ""},
+		{`sandbox.hosts=["unix:///x.sock", "tcp://h:2376"]`,
+			func(c Config) bool {
+				return reflect.DeepEqual(c.Sandbox.Hosts, []string{"unix:///x.sock", "tcp://h:2376"})
+			}, ""},
+		{`data.include=[]`, func(c Config) bool { return len(c.Data.Include) == 0 }, ""},
+		{"grpo.group_size=abc", nil, "override grpo.group_size=abc: want an integer"},
+		{"grpo.group_size=2.5", nil, "grpo.group_size=2.5: want an integer"},
+		{"grpo.async.enabled=yes", nil, "grpo.async.enabled=yes: want a boolean"},
+		{"sandbox.hosts=unix:///x", nil, "sandbox.hosts=unix:///x: want an array"},
+		{"sandbox.hosts=[1]", nil, "item 0"},
+		{"nosuch.key=1", nil, `unknown key "nosuch.key"`},
+		{"grpo.nosuch=1", nil, `unknown key "grpo.nosuch" (known in [grpo]:`},
+		{"grpo=1", nil, `key "grpo" is a table`},
+		{"grpo.group_size.x=1", nil, `"grpo.group_size" is not a table`},
+		{"noequals", nil, "want key.path=value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.override, func(t *testing.T) {
+			cfg, err := Load("", nil, []string{tt.override})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(cfg) {
+				t.Fatalf("override not applied: %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestOverridesApplyAfterFileInOrder(t *testing.T) {
+	cfg, err := Load("f.toml", []byte("[grpo]\ngroup_size = 6\n"), []string{"grpo.group_size=3", "grpo.group_size=5"})
+	if err != nil || cfg.GRPO.GroupSize != 5 {
+		t.Fatalf("got %d, %v; want 5", cfg.GRPO.GroupSize, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name      string
+		overrides []string
+		want      []string
+	}{
+		{"defaults", nil, nil},
+		{"group size", []string{"grpo.group_size=1"}, []string{"grpo.group_size = 1: must be at least 2"}},
+		{"phase name", []string{"curriculum.phase=tests"}, []string{`curriculum.phase = "tests": must be one of syntax, apply-only, docker`}},
+		{"async needs IS", []string{"grpo.async.enabled=true"}, []string{"async mode", "requires importance-sampling"}},
+		{"async with IS", []string{"grpo.async.enabled=true", "grpo.is_correction=truncated"}, nil},
+		{"reward weights", []string{"reward.test_weight=0.9"}, []string{"apply_bonus + test_weight must not exceed 1"}},
+		{"heads", []string{"model.heads=3"}, []string{"model.d_model = 128: must be a multiple of model.heads (3)"}},
+		{"hosts", []string{`sandbox.hosts=["http://x"]`}, []string{"sandbox.hosts[0]"}},
+		{"every problem at once", []string{"grpo.group_size=0", "sandbox.workers=0", "optim.schedule=step"},
+			[]string{"3 problem(s)", "grpo.group_size", "sandbox.workers", "optim.schedule"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load("", nil, tt.overrides)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = Validate(cfg)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want a validation error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestMarshalRoundTrip(t *testing.T) {
+	cfg, err := Load("", nil, []string{"grpo.group_size=8", `sandbox.hosts=["tcp://a:1"]`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load("printed", out, nil)
+	if err != nil {
+		t.Fatalf("printed config does not load: %v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(back, cfg) {
+		t.Fatalf("round trip changed the config")
+	}
+}

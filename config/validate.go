@@ -1,0 +1,153 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Problem is one invalid setting: the key, its value and why it is wrong.
+type Problem struct {
+	Key   string
+	Value any
+	Why   string
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s = %v: %s", p.Key, p.Value, p.Why) }
+
+// Problems is every problem Validate found; it is an error.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = "  " + p.String()
+	}
+	return fmt.Sprintf("invalid config (%d problem(s)):\n%s", len(ps), strings.Join(lines, "\n"))
+}
+
+// Validate checks cfg and returns every problem at once, or nil.
+func Validate(cfg Config) error {
+	var ps Problems
+	check := func(bad bool, key string, value any, why string) {
+		if bad {
+			ps = append(ps, Problem{key, value, why})
+		}
+	}
+	oneOf := func(key, value string, allowed ...string) {
+		check(!slices.Contains(allowed, value), key, fmt.Sprintf("%q", value),
+			"must be one of "+strings.Join(allowed, ", "))
+	}
+	positive := func(key string, n int) { check(n < 1, key, n, "must be at least 1") }
+	unit := func(key string, x float64) { check(x < 0 || x > 1, key, x, "must be between 0 and 1") }
+
+	r := cfg.Run
+	check(r.MaxSteps < 0, "run.max_steps", r.MaxSteps, "must be 0 (no limit) or more")
+	check(r.OutDir == "", "run.out_dir", `""`, "must name a folder")
+	check(r.SaveEvery < 0, "run.save_every", r.SaveEvery, "must be 0 (only at stop) or more")
+	positive("run.keep_last", r.KeepLast)
+	check(r.Resume == "", "run.resume", `""`, `must be "auto", "never" or a checkpoint path`)
+
+	d := cfg.Data
+	check(d.Source == "", "data.source", `""`, `must be "mini" or a path to a .jsonl, .json or .parquet file`)
+	oneOf("data.split", d.Split, "train", "test", "all")
+	check(d.TrainLimit < 0, "data.train_limit", d.TrainLimit, "must be 0 (all) or more")
+	positive("data.mini_tasks", d.MiniTasks)
+	check(d.TestFrac <= 0 || d.TestFrac >= 1, "data.test_fraction", d.TestFrac, "must be strictly between 0 and 1")
+
+	m := cfg.Model
+	positive("model.layers", m.Layers)
+	positive("model.d_model", m.DModel)
+	positive("model.heads", m.Heads)
+	positive("model.kv_heads", m.KVHeads)
+	positive("model.d_ff", m.DFF)
+	check(m.Context < 16, "model.context", m.Context, "must be at least 16")
+	check(m.VocabSize < 260, "model.vocab_size", m.VocabSize, "must be at least 260 (256 bytes plus special tokens)")
+	check(m.RopeTheta <= 0, "model.rope_theta", m.RopeTheta, "must be positive")
+	if m.Heads > 0 && m.DModel > 0 {
+		check(m.DModel%m.Heads != 0, "model.d_model", m.DModel, fmt.Sprintf("must be a multiple of model.heads (%d)", m.Heads))
+		check((m.DModel/m.Heads)%2 != 0, "model.d_model", m.DModel, "d_model/heads must be even for RoPE")
+	}
+	if m.Heads > 0 && m.KVHeads > 0 {
+		check(m.Heads%m.KVHeads != 0, "model.kv_heads", m.KVHeads, fmt.Sprintf("must divide model.heads (%d)", m.Heads))
+	}
+
+	s := cfg.Sample
+	check(s.Temperature <= 0, "sample.temperature", s.Temperature, "must be positive")
+	check(s.TopP <= 0 || s.TopP > 1, "sample.top_p", s.TopP, "must be in (0, 1]")
+	positive("sample.max_new_tokens", s.MaxNewTokens)
+	check(s.MaxNewTokens >= m.Context, "sample.max_new_tokens", s.MaxNewTokens,
+		fmt.Sprintf("must be below model.context (%d) to leave room for the prompt", m.Context))
+
+	o := cfg.Optim
+	check(o.LR <= 0, "optim.lr", o.LR, "must be positive")
+	check(o.WeightDecay < 0, "optim.weight_decay", o.WeightDecay, "must be 0 or more")
+	check(o.Beta1 < 0 || o.Beta1 >= 1, "optim.beta1", o.Beta1, "must be in [0, 1)")
+	check(o.Beta2 < 0 || o.Beta2 >= 1, "optim.beta2", o.Beta2, "must be in [0, 1)")
+	check(o.Eps <= 0, "optim.eps", o.Eps, "must be positive")
+	check(o.GradClip < 0, "optim.grad_clip", o.GradClip, "must be 0 (off) or more")
+	check(o.Warmup < 0, "optim.warmup_steps", o.Warmup, "must be 0 or more")
+	oneOf("optim.schedule", o.Schedule, "constant", "cosine")
+
+	g := cfg.GRPO
+	check(g.GroupSize < 2, "grpo.group_size", g.GroupSize, "must be at least 2: advantages compare completions within a group")
+	positive("grpo.prompts_per_step", g.PromptsPerStep)
+	check(g.ClipLow < 0 || g.ClipLow >= 1, "grpo.clip_low", g.ClipLow, "must be in [0, 1)")
+	check(g.ClipHigh < 0, "grpo.clip_high", g.ClipHigh, "must be 0 or more")
+	check(g.KLCoef < 0, "grpo.kl_coef", g.KLCoef, "must be 0 (off) or more")
+	oneOf("grpo.kl_estimator", g.KLEstimator, "k1", "k2", "k3")
+	oneOf("grpo.scale_rewards", g.ScaleRewards, "group", "batch", "none")
+	oneOf("grpo.loss_agg", g.LossAgg, "token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+	check(g.StdEps <= 0, "grpo.std_eps", g.StdEps, "must be positive")
+	oneOf("grpo.is_correction", g.ISCorrection, "none", "truncated")
+	check(g.ISCap < 1, "grpo.is_cap", g.ISCap, "must be at least 1")
+	if g.Async.Enabled {
+		check(g.ISCorrection == "none", "grpo.is_correction", `"none"`,
+			`async mode (grpo.async.enabled = true) requires importance-sampling correction: set "truncated"`)
+	}
+	check(g.Async.MaxTrajectoryAgeSteps < 0, "grpo.async.max_trajectory_age_steps", g.Async.MaxTrajectoryAgeSteps, "must be 0 or more")
+	positive("grpo.async.buffer_groups", g.Async.BufferGroups)
+
+	c := cfg.Curriculum
+	oneOf("curriculum.phase", c.Phase, Phases...)
+	positive("curriculum.window", c.Window)
+	unit("curriculum.syntax_to_apply", c.SyntaxToApply)
+	unit("curriculum.apply_to_docker", c.ApplyToDocker)
+	unit("curriculum.step_back_below", c.StepBackBelow)
+
+	w := cfg.Reward
+	unit("reward.apply_bonus", w.ApplyBonus)
+	unit("reward.test_weight", w.TestWeight)
+	check(w.ApplyBonus+w.TestWeight > 1+1e-9, "reward.test_weight", w.TestWeight,
+		fmt.Sprintf("apply_bonus + test_weight must not exceed 1 (apply_bonus is %v)", w.ApplyBonus))
+	unit("reward.p2p_penalty", w.P2PPenalty)
+	unit("reward.hack_penalty", w.HackPenalty)
+
+	b := cfg.Sandbox
+	positive("sandbox.workers", b.Workers)
+	positive("sandbox.queue", b.Queue)
+	positive("sandbox.timeout_s", b.TimeoutS)
+	check(b.MemoryMB < 64, "sandbox.memory_mb", b.MemoryMB, "must be at least 64")
+	check(b.CPUs <= 0, "sandbox.cpus", b.CPUs, "must be positive")
+	check(b.PidsLimit < 16, "sandbox.pids_limit", b.PidsLimit, "must be at least 16")
+	positive("sandbox.log_cap_kb", b.LogCapKB)
+	check(b.Retries < 0, "sandbox.retries", b.Retries, "must be 0 or more")
+	check(b.Image == "", "sandbox.image", `""`, "must name the image of the embedded suite")
+	for i, h := range b.Hosts {
+		ok := strings.HasPrefix(h, "unix://") || strings.HasPrefix(h, "tcp://") || strings.HasPrefix(h, "ssh://")
+		check(!ok, fmt.Sprintf("sandbox.hosts[%d]", i), fmt.Sprintf("%q", h), "must start with unix://, tcp:// or ssh://")
+	}
+
+	positive("sft.steps", cfg.SFT.Steps)
+	positive("sft.batch_size", cfg.SFT.BatchSize)
+	check(cfg.SFT.LR <= 0, "sft.lr", cfg.SFT.LR, "must be positive")
+	check(cfg.Watchdog.StallS < 0, "watchdog.stall_s", cfg.Watchdog.StallS, "must be 0 (off) or more")
+	check(cfg.UI.RefreshMS < 10, "ui.refresh_ms", cfg.UI.RefreshMS, "must be at least 10")
+	check(cfg.UI.LogLines < 100, "ui.log_lines", cfg.UI.LogLines, "must be at least 100")
+	check(cfg.UI.History < 100, "ui.history", cfg.UI.History, "must be at least 100")
+
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}

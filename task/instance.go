@@ -1,0 +1,78 @@
+package task
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// DefaultWorkdir is where an instance's repository sits inside its image.
+const DefaultWorkdir = "/testbed"
+
+// Instance is one task in SWE-bench's schema, plus optional execution fields
+// that say how to run its tests where the per-repository spec table does not.
+type Instance struct {
+	InstanceID             string   `json:"instance_id"`
+	Repo                   string   `json:"repo"`
+	BaseCommit             string   `json:"base_commit"`
+	ProblemStatement       string   `json:"problem_statement"`
+	HintsText              string   `json:"hints_text,omitempty"`
+	Patch                  string   `json:"patch"`
+	TestPatch              string   `json:"test_patch"`
+	FailToPass             TestList `json:"FAIL_TO_PASS"`
+	PassToPass             TestList `json:"PASS_TO_PASS"`
+	Version                string   `json:"version,omitempty"`
+	EnvironmentSetupCommit string   `json:"environment_setup_commit,omitempty"`
+	CreatedAt              string   `json:"created_at,omitempty"`
+
+	// Execution fields (optional).
+	Image          string   `json:"image,omitempty"`
+	Workdir        string   `json:"workdir,omitempty"`
+	TestCmd        string   `json:"test_cmd,omitempty"`
+	TestDirectives []string `json:"test_directives,omitempty"`
+	LogParser      string   `json:"log_parser,omitempty"`
+	EvalScript     string   `json:"eval_script,omitempty"`
+	Setup          string   `json:"setup,omitempty"`
+}
+
+// TestList is a list of test ids. In JSON it is either a list of strings or a
+// string holding a JSON-encoded list, as on the Hugging Face hub.
+type TestList []string
+
+// UnmarshalJSON accepts ["a", "b"] and "[\"a\", \"b\"]".
+func (l *TestList) UnmarshalJSON(data []byte) error {
+	var list []string
+	if err := json.Unmarshal(data, &list); err == nil {
+		*l = list
+		return nil
+	}
+	var encoded string
+	if err := json.Unmarshal(data, &encoded); err != nil {
+		return fmt.Errorf("want a list of test ids or a JSON-encoded list, got %.40s", data)
+	}
+	if encoded == "" {
+		*l = nil
+		return nil
+	}
+	if err := json.Unmarshal([]byte(encoded), &list); err != nil {
+		return fmt.Errorf("string is not a JSON-encoded list of test ids: %.40q", encoded)
+	}
+	*l = list
+	return nil
+}
+
+// WorkdirOrDefault is the repository's folder inside the image.
+func (in *Instance) WorkdirOrDefault() string {
+	if in.Workdir != "" {
+		return in.Workdir
+	}
+	return DefaultWorkdir
+}
+
+// ImageName is the image the instance's tests run in: its own image field, or
+// the official SWE-bench instance image name.
+func (in *Instance) ImageName() string {
+	if in.Image != "" {
+		return in.Image
+	}
+	return "sweb.eval.x86_64." + in.InstanceID
+}
