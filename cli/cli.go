@@ -233,16 +233,3 @@ func notYet(env Env, name string, args []string, issue int) error {
 	}
 	return fmt.Errorf("%q is not built yet (issue %d); nothing was done", name, issue)
 }
-
-func runRun(ctx context.Context, env Env, args []string) error { return notYet(env, "run", args, 7) }
-func runScore(ctx context.Context, env Env, args []string) error {
-	return notYet(env, "score", args, 4)
-}
-func runGrade(ctx context.Context, env Env, args []string) error {
-	return notYet(env, "grade", args, 4)
-}
-func runPrepare(ctx context.Context, env Env, args []string) error {
-	return notYet(env, "prepare", args, 5)
-}
-func runSFT(ctx context.Context, env Env, args []string) error  { return notYet(env, "sft", args, 6) }
-func runEval(ctx context.Context, env Env, args []string) error { return notYet(env, "eval", args, 6) }
