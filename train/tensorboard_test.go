@@ -1,0 +1,76 @@
+package train
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestCRC32CCheckValue(t *testing.T) {
+	if got := crc32.Checksum([]byte("123456789"), castagnoli); got != 0xe3069283 {
+		t.Fatalf("CRC-32C = %#x, want 0xe3069283", got)
+	}
+}
+
+// The file reads back as TFRecords whose CRCs check, the first event carries
+// the version, and a scalar event carries step, tag and value where the
+// protobuf schema puts them.
+func TestTensorBoardFile(t *testing.T) {
+	dir := t.TempDir()
+	tb, err := NewTensorBoard(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Scalars(7, time.Unix(100, 0), map[string]float64{"reward/mean": 0.25}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if len(files) != 1 {
+		t.Fatalf("files %v", files)
+	}
+	data, _ := os.ReadFile(files[0])
+	var records [][]byte
+	for len(data) > 0 {
+		n := binary.LittleEndian.Uint64(data[:8])
+		if maskedCRC(data[:8]) != binary.LittleEndian.Uint32(data[8:12]) {
+			t.Fatal("length CRC mismatch")
+		}
+		rec := data[12 : 12+n]
+		if maskedCRC(rec) != binary.LittleEndian.Uint32(data[12+n:16+n]) {
+			t.Fatal("data CRC mismatch")
+		}
+		records = append(records, rec)
+		data = data[16+n:]
+	}
+	if len(records) != 2 {
+		t.Fatalf("%d records, want 2", len(records))
+	}
+	// Event 1: field 1 (double, 9 bytes), then field 3 (string "brain.Event:2").
+	if want := "brain.Event:2"; string(records[0][9+2:]) != want || records[0][9] != 3<<3|2 {
+		t.Fatalf("first event %q", records[0])
+	}
+	// Event 2: wall_time 100.0, step 7, summary{value{tag, simple_value}}.
+	ev := records[1]
+	if ev[0] != 1<<3|1 || math.Float64frombits(binary.LittleEndian.Uint64(ev[1:9])) != 100 {
+		t.Fatalf("wall time: % x", ev[:9])
+	}
+	if ev[9] != 2<<3 || ev[10] != 7 {
+		t.Fatalf("step: % x", ev[9:11])
+	}
+	tag := "reward/mean"
+	// summary(5) len, value(1) len, tag(1) len "reward/mean", simple_value(2, fixed32)
+	want := []byte{5<<3 | 2, byte(2 + 2 + len(tag) + 5), 1<<3 | 2, byte(2 + len(tag) + 5), 1<<3 | 2, byte(len(tag))}
+	want = append(want, tag...)
+	want = append(want, 2<<3|5)
+	want = binary.LittleEndian.AppendUint32(want, math.Float32bits(0.25))
+	if string(ev[11:]) != string(want) {
+		t.Fatalf("summary\n got % x\nwant % x", ev[11:], want)
+	}
+}
