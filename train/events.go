@@ -100,6 +100,10 @@ type CompletionScored struct {
 	Tokens     int
 	Truncated  bool
 	Version    int // weight version that sampled it
+	// IssueText is the task's problem statement, shown by the console's
+	// issue view (`i`). The same string value for every completion of a
+	// group shares its memory; may be empty.
+	IssueText string
 }
 
 // ContainerLog is a batch of log lines of one evaluation.
