@@ -1,0 +1,236 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/swetui/swetui/config"
+)
+
+// Store saves and restores the policy's side of a checkpoint (weights,
+// optimiser state, reference, tokenizer, model config, sampler RNG) into a
+// folder the trainer gives it.
+type Store interface {
+	Save(ctx context.Context, dir string) error
+	Load(ctx context.Context, dir string) error
+}
+
+// Checkpoint layout: <run.out_dir>/checkpoints/step-00000025/ holding the
+// Store's files, config.toml and, written last, state.json. A checkpoint is
+// built in a temporary folder beside it and renamed into place, so a crash or
+// kill -9 leaves either the old set or the new one, never a torn folder.
+const (
+	checkpointsDir = "checkpoints"
+	stateFile      = "state.json"
+	configFile     = "config.toml"
+)
+
+func (t *Trainer) checkpointRoot() string { return filepath.Join(t.cfg.Run.OutDir, checkpointsDir) }
+
+func (t *Trainer) save(ctx context.Context) error {
+	if t.d.Store == nil {
+		return nil
+	}
+	root := t.checkpointRoot()
+	final := filepath.Join(root, fmt.Sprintf("step-%08d", t.st.Step))
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	tmp, err := os.MkdirTemp(root, ".tmp-")
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	defer os.RemoveAll(tmp) // no-op after the rename
+	if err := t.d.Store.Save(ctx, tmp); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", final, err)
+	}
+	cfgText, err := config.Marshal(t.cfg)
+	if err != nil {
+		return err
+	}
+	state, err := json.MarshalIndent(t.st, "", " ")
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{configFile, cfgText}, {stateFile, state}} {
+		if err := writeFileSync(filepath.Join(tmp, f.name), f.data); err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", final, err)
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", final, err)
+	}
+	if _, err := os.Stat(final); err == nil {
+		// Saving the same step again: move the old copy aside first.
+		old := final + fmt.Sprintf(".old-%d", time.Now().UnixNano())
+		if err := os.Rename(final, old); err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", final, err)
+		}
+		defer os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", final, err)
+	}
+	if err := syncDir(root); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", final, err)
+	}
+	t.publish(CheckpointSaved{Step: t.st.Step, Path: final})
+	return t.prune()
+}
+
+// prune keeps the newest run.keep_last checkpoints.
+func (t *Trainer) prune() error {
+	steps, err := listCheckpoints(t.checkpointRoot())
+	if err != nil {
+		return err
+	}
+	for len(steps) > t.cfg.Run.KeepLast {
+		if err := os.RemoveAll(steps[0]); err != nil {
+			return fmt.Errorf("prune checkpoints: %w", err)
+		}
+		steps = steps[1:]
+	}
+	return nil
+}
+
+// listCheckpoints returns the complete checkpoints under root, oldest first.
+func listCheckpoints(root string) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, "step-") || strings.Contains(name, ".old-") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, name, stateFile)); err != nil {
+			continue
+		}
+		out = append(out, filepath.Join(root, name))
+	}
+	sort.Strings(out) // zero-padded step numbers sort in order
+	return out, nil
+}
+
+// LatestCheckpoint returns the newest complete checkpoint of a run folder, or "".
+func LatestCheckpoint(outDir string) (string, error) {
+	steps, err := listCheckpoints(filepath.Join(outDir, checkpointsDir))
+	if err != nil || len(steps) == 0 {
+		return "", err
+	}
+	return steps[len(steps)-1], nil
+}
+
+// resume restores a checkpoint as run.resume says.
+func (t *Trainer) resume(ctx context.Context) error {
+	if t.d.Store == nil {
+		return nil
+	}
+	dir := t.cfg.Run.Resume
+	switch dir {
+	case "never":
+		return nil
+	case "auto":
+		latest, err := LatestCheckpoint(t.cfg.Run.OutDir)
+		if err != nil || latest == "" {
+			return err
+		}
+		dir = latest
+	}
+	if err := CheckCompatible(dir, t.cfg); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("resume %s: %s: %w", dir, stateFile, err)
+	}
+	if err := t.d.Store.Load(ctx, dir); err != nil {
+		return fmt.Errorf("resume %s: %w", dir, err)
+	}
+	cur := t.st.Curriculum
+	t.st = st
+	// Thresholds come from the current config; the phase and window from the checkpoint.
+	t.st.Curriculum.Window, t.st.Curriculum.SyntaxToApply = cur.Window, cur.SyntaxToApply
+	t.st.Curriculum.ApplyToDocker, t.st.Curriculum.StepBackBelow = cur.ApplyToDocker, cur.StepBackBelow
+	t.st.Curriculum.DockerOK = cur.DockerOK
+	t.publish(Message{Level: Info, Text: fmt.Sprintf("resumed from %s at step %d (phase %s)", dir, st.Step, st.Curriculum.Phase), Time: time.Now()})
+	return nil
+}
+
+// CheckCompatible refuses a checkpoint whose model or data order differs
+// from cfg, naming the first field that differs.
+func CheckCompatible(dir string, cfg config.Config) error {
+	data, err := os.ReadFile(filepath.Join(dir, configFile))
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	saved, err := config.Load(filepath.Join(dir, configFile), data, nil)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	type field struct {
+		key         string
+		saved, here any
+	}
+	fields := []field{{"run.seed", saved.Run.Seed, cfg.Run.Seed}, {"data.source", saved.Data.Source, cfg.Data.Source}}
+	sv, hv := reflect.ValueOf(saved.Model), reflect.ValueOf(cfg.Model)
+	for i := 0; i < sv.NumField(); i++ {
+		tag, _, _ := strings.Cut(sv.Type().Field(i).Tag.Get("toml"), ",")
+		if tag == "init_ckpt" || tag == "tokenizer" {
+			continue // where the weights came from, not what they are
+		}
+		fields = append(fields, field{"model." + tag, sv.Field(i).Interface(), hv.Field(i).Interface()})
+	}
+	for _, f := range fields {
+		if !reflect.DeepEqual(f.saved, f.here) {
+			return fmt.Errorf("checkpoint %s does not match this config: %s is %v there and %v here (set run.resume=never to start afresh)",
+				dir, f.key, f.saved, f.here)
+		}
+	}
+	return nil
+}
+
+func writeFileSync(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

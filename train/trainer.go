@@ -1,0 +1,476 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/task"
+)
+
+// Deps are what a Trainer is wired to.
+type Deps struct {
+	Policy    Policy
+	Reference Reference // nil when grpo.kl_coef is 0
+	Tokenizer Tokenizer
+	Scorer    Scorer
+	Prompter  Prompter
+	Tasks     []*task.Instance // the training split, in file order
+	// Store saves and restores the policy's own state beside the trainer's;
+	// nil disables checkpoints.
+	Store Store
+	// DockerOK says whether the docker phase can run.
+	DockerOK bool
+	// Info fills the RunInfo event's BLAS and Hosts.
+	BLAS  string
+	Hosts []string
+}
+
+// Trainer runs GRPO. Its control methods never block; the loop acknowledges
+// them with events.
+type Trainer struct {
+	cfg    config.Config
+	d      Deps
+	events chan Event
+	ctrl   chan func()
+
+	dropped atomic.Int64
+
+	// Loop state, owned by the Run goroutine.
+	st      State
+	paused  bool
+	stop    bool
+	sinks   *Sinks
+	started time.Time
+}
+
+// State is the trainer's resumable state; checkpoints save it.
+type State struct {
+	Step       int        `json:"step"`
+	Epoch      int        `json:"epoch"`
+	Pos        int        `json:"pos"` // next index into the epoch's order
+	Curriculum Curriculum `json:"curriculum"`
+	Recent     []Metrics  `json:"recent"`
+}
+
+// EventBuffer is the capacity of the event channel. Consumers drain it
+// continuously; when it is full events are dropped (and counted) rather than
+// stalling training.
+const EventBuffer = 4096
+
+// New makes a trainer. Events come out of Events() until Run returns.
+func New(cfg config.Config, d Deps) *Trainer {
+	t := &Trainer{cfg: cfg, d: d, events: make(chan Event, EventBuffer), ctrl: make(chan func(), 64)}
+	t.st.Curriculum = *NewCurriculum(cfg.Curriculum, d.DockerOK)
+	return t
+}
+
+// Events is the trainer's event stream; it is closed when Run returns.
+func (t *Trainer) Events() <-chan Event { return t.events }
+
+// Dropped counts events dropped because no consumer kept up.
+func (t *Trainer) Dropped() int64 { return t.dropped.Load() }
+
+func (t *Trainer) publish(ev Event) {
+	select {
+	case t.events <- ev:
+	default:
+		t.dropped.Add(1)
+	}
+}
+
+func (t *Trainer) send(f func()) {
+	select {
+	case t.ctrl <- f:
+	default: // a flood of key presses: drop rather than block the console
+	}
+}
+
+// Pause holds the loop after the step in flight.
+func (t *Trainer) Pause() { t.send(func() { t.paused = true; t.publish(Paused{Step: t.st.Step}) }) }
+
+// Resume continues a paused loop.
+func (t *Trainer) Resume() { t.send(func() { t.paused = false; t.publish(Resumed{Step: t.st.Step}) }) }
+
+// SetPhase switches the curriculum phase from the next step on.
+func (t *Trainer) SetPhase(phase string) {
+	t.send(func() {
+		from := t.st.Curriculum.Phase
+		if phase == from {
+			return
+		}
+		if phase == config.PhaseDocker && !t.d.DockerOK {
+			t.publish(Message{Level: Warn, Text: "docker phase unavailable: the Docker daemon is not reachable (start it, then restart swetui)", Time: time.Now()})
+			return
+		}
+		if err := t.st.Curriculum.Set(phase, t.st.Step); err != nil {
+			t.publish(Message{Level: Warn, Text: err.Error(), Time: time.Now()})
+			return
+		}
+		t.publish(PhaseChanged{Step: t.st.Step, From: from, To: phase, Reason: "set by operator"})
+	})
+}
+
+// SetAuto turns the auto-curriculum on or off.
+func (t *Trainer) SetAuto(on bool) {
+	t.send(func() { t.st.Curriculum.Auto = on; t.publish(AutoChanged{Auto: on}) })
+}
+
+// SaveNow writes a checkpoint after the step in flight.
+func (t *Trainer) SaveNow() {
+	t.send(func() {
+		if err := t.save(context.Background()); err != nil {
+			t.publish(Message{Level: Error, Text: err.Error(), Time: time.Now()})
+		}
+	})
+}
+
+// Stop ends the run after the step in flight, with a final checkpoint.
+func (t *Trainer) Stop() { t.send(func() { t.stop = true }) }
+
+// Replay re-scores one completion of a task in the current phase.
+func (t *Trainer) Replay(instanceID, completion string) {
+	t.send(func() {
+		for _, inst := range t.d.Tasks {
+			if inst.InstanceID == instanceID {
+				go t.replay(inst, completion, t.st.Curriculum.Phase)
+				return
+			}
+		}
+		t.publish(Message{Level: Warn, Text: "replay: unknown instance " + instanceID, Time: time.Now()})
+	})
+}
+
+func (t *Trainer) replay(inst *task.Instance, completion, phase string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(t.cfg.Sandbox.TimeoutS+30)*time.Second)
+	defer cancel()
+	bds, err := t.d.Scorer.Score(ctx, inst, []string{completion}, phase)
+	if err != nil || len(bds) != 1 {
+		t.publish(Message{Level: Error, Text: fmt.Sprintf("replay %s: %v", inst.InstanceID, err), Time: time.Now()})
+		return
+	}
+	t.publish(CompletionScored{Step: -1, InstanceID: inst.InstanceID, Completion: completion, Reward: bds[0]})
+}
+
+// applyControls runs pending control functions; while paused it waits for
+// one without spinning.
+func (t *Trainer) applyControls(ctx context.Context) {
+	for {
+		select {
+		case f := <-t.ctrl:
+			f()
+			continue
+		default:
+		}
+		if !t.paused || t.stop {
+			return
+		}
+		select {
+		case f := <-t.ctrl:
+			f()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Run trains until run.max_steps, Stop, or ctx is cancelled, then writes a
+// final checkpoint. It closes the event channel when it returns.
+func (t *Trainer) Run(ctx context.Context) (err error) {
+	defer close(t.events)
+	t.started = time.Now()
+	if t.sinks, err = OpenSinks(t.cfg.Run.OutDir); err != nil {
+		t.publish(Stopped{Reason: "error", Err: err})
+		return err
+	}
+	defer t.sinks.Close()
+	if err := t.resume(ctx); err != nil {
+		t.publish(Stopped{Reason: "error", Err: err})
+		return err
+	}
+	if len(t.d.Tasks) == 0 {
+		err := errors.New("train: no tasks to train on (check data.source, data.split and the include/exclude lists)")
+		t.publish(Stopped{Reason: "error", Err: err})
+		return err
+	}
+	t.publish(RunInfo{Name: t.cfg.Run.Name, OutDir: t.cfg.Run.OutDir, MaxSteps: t.cfg.Run.MaxSteps,
+		Phase: t.st.Curriculum.Phase, Auto: t.st.Curriculum.Auto, BLAS: t.d.BLAS, Hosts: t.d.Hosts,
+		GroupSize: t.cfg.GRPO.GroupSize, Started: t.started})
+	t.publish(StageChanged{Stage: "grpo"})
+
+	reason := "finished"
+	for t.cfg.Run.MaxSteps == 0 || t.st.Step < t.cfg.Run.MaxSteps {
+		t.applyControls(ctx)
+		if t.stop {
+			reason = "stopped"
+			break
+		}
+		if ctx.Err() != nil {
+			reason = "interrupted"
+			break
+		}
+		if err := t.step(ctx); err != nil {
+			if ctx.Err() != nil {
+				reason = "interrupted"
+				break
+			}
+			t.publish(Stopped{Step: t.st.Step, Reason: "error", Err: err})
+			return err
+		}
+		if every := t.cfg.Run.SaveEvery; every > 0 && t.st.Step%every == 0 {
+			if err := t.save(ctx); err != nil {
+				t.publish(Message{Level: Error, Text: err.Error(), Time: time.Now()})
+			}
+		}
+	}
+	// The final checkpoint must not be lost to the cancelled run context.
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := t.save(saveCtx); err != nil {
+		t.publish(Stopped{Step: t.st.Step, Reason: "error", Err: err})
+		return err
+	}
+	t.publish(Stopped{Step: t.st.Step, Reason: reason})
+	return nil
+}
+
+// nextTasks takes the next n tasks of the seeded, per-epoch shuffled order.
+func (t *Trainer) nextTasks(n int) []*task.Instance {
+	out := make([]*task.Instance, 0, n)
+	for len(out) < n {
+		order := epochOrder(len(t.d.Tasks), t.cfg.Run.Seed, t.st.Epoch)
+		if t.st.Pos >= len(order) {
+			t.st.Epoch++
+			t.st.Pos = 0
+			continue
+		}
+		out = append(out, t.d.Tasks[order[t.st.Pos]])
+		t.st.Pos++
+	}
+	return out
+}
+
+// epochOrder is a permutation that depends only on the seed and the epoch,
+// so a resumed run visits the tasks in the same order.
+func epochOrder(n int, seed int64, epoch int) []int {
+	r := rand.New(rand.NewPCG(uint64(seed), uint64(epoch)+1))
+	return r.Perm(n)
+}
+
+// group is one task's completions within a step.
+type group struct {
+	inst    *task.Instance
+	prompt  []int
+	samples []Sample
+	texts   []string
+	rewards []Breakdown
+	adv     []float64
+	ok      bool
+}
+
+func (t *Trainer) step(ctx context.Context) error {
+	step := t.st.Step + 1
+	phase := t.st.Curriculum.Phase
+	t.publish(StepStarted{Step: step, Phase: phase, Time: time.Now()})
+	begin := time.Now()
+	sampledBy := t.d.Policy.Version()
+	g := t.cfg.GRPO
+	opts := SampleOptions{Temperature: t.cfg.Sample.Temperature, TopP: t.cfg.Sample.TopP, MaxNewTokens: t.cfg.Sample.MaxNewTokens}
+
+	groups := make([]*group, 0, g.PromptsPerStep)
+	for _, inst := range t.nextTasks(g.PromptsPerStep) {
+		text, err := t.d.Prompter.Prompt(ctx, inst)
+		if err != nil {
+			return fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
+		}
+		prompt := t.d.Tokenizer.Encode(text)
+		if max := t.cfg.Model.Context - opts.MaxNewTokens; len(prompt) > max {
+			prompt = prompt[len(prompt)-max:] // keep the end: the instructions and the chat turn
+		}
+		samples, err := t.d.Policy.Sample(ctx, prompt, g.GroupSize, opts)
+		if err != nil {
+			return fmt.Errorf("sample %s: %w", inst.InstanceID, err)
+		}
+		gr := &group{inst: inst, prompt: prompt, samples: samples}
+		for _, s := range samples {
+			gr.texts = append(gr.texts, t.d.Tokenizer.Decode(s.Tokens))
+		}
+		groups = append(groups, gr)
+	}
+	sampleDone := time.Now()
+
+	// Score every group concurrently: the pool overlaps containers.
+	var wg sync.WaitGroup
+	errs := make([]error, len(groups))
+	for i, gr := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gr.rewards, errs[i] = t.d.Scorer.Score(ctx, gr.inst, gr.texts, phase)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("score: %w", err)
+	}
+	rewardDone := time.Now()
+
+	m := t.advantages(groups)
+	seqs, inputs := t.lossInputs(groups)
+	if len(seqs) > 0 {
+		if err := t.update(ctx, seqs, inputs, &m); err != nil {
+			return err
+		}
+	}
+	trainDone := time.Now()
+
+	t.st.Step = step
+	m.SampleSeconds = sampleDone.Sub(begin).Seconds()
+	m.RewardSeconds = rewardDone.Sub(sampleDone).Seconds()
+	m.TrainSeconds = trainDone.Sub(rewardDone).Seconds()
+	m.StepSeconds = trainDone.Sub(begin).Seconds()
+	version := t.d.Policy.Version()
+	for gi, gr := range groups {
+		for i := range gr.samples {
+			ev := CompletionScored{Step: step, Group: gi, Index: i, InstanceID: gr.inst.InstanceID,
+				Completion: gr.texts[i], Reward: gr.rewards[i], Advantage: gr.adv[i],
+				Tokens: len(gr.samples[i].Tokens), Truncated: gr.samples[i].Truncated, Version: sampledBy}
+			t.publish(ev)
+			if err := t.sinks.Rollout(ev); err != nil {
+				return err
+			}
+		}
+	}
+	t.st.Recent = append(t.st.Recent, m)
+	if len(t.st.Recent) > t.cfg.Curriculum.Window {
+		t.st.Recent = t.st.Recent[len(t.st.Recent)-t.cfg.Curriculum.Window:]
+	}
+	if err := t.sinks.Metrics(step, phase, version, m); err != nil {
+		return err
+	}
+	t.publish(StepFinished{Step: step, Phase: phase, Version: version, Metrics: m, Duration: trainDone.Sub(begin)})
+	if ev := t.st.Curriculum.Observe(step, m); ev != nil {
+		t.publish(*ev)
+	}
+	return nil
+}
+
+// advantages fills each group's advantages and the step's reward metrics.
+func (t *Trainer) advantages(groups []*group) Metrics {
+	g := t.cfg.GRPO
+	var m Metrics
+	var all []float64
+	n, zero := 0, 0
+	for _, gr := range groups {
+		for _, r := range gr.rewards {
+			if r.Infra {
+				m.InfraFailures++
+				continue
+			}
+			all = append(all, r.Total)
+			m.RewardMax = math.Max(m.RewardMax, r.Total)
+			m.SyntaxRate += b2f(r.Valid)
+			m.ApplyRate += b2f(r.Applied)
+			m.ResolvedRate += b2f(r.Resolved)
+			m.HackRate += b2f(len(r.Hacks) > 0)
+			n++
+		}
+	}
+	batch := RewardStats(all, nil, g.StdEps)
+	if n > 0 {
+		m.RewardMean, m.RewardStd = batch.Mean, batch.Std
+		m.SyntaxRate /= float64(n)
+		m.ApplyRate /= float64(n)
+		m.ResolvedRate /= float64(n)
+		m.HackRate /= float64(n)
+	}
+	for _, gr := range groups {
+		rewards := make([]float64, len(gr.rewards))
+		valid := make([]bool, len(gr.rewards))
+		for i, r := range gr.rewards {
+			rewards[i], valid[i] = r.Total, !r.Infra
+		}
+		gr.adv, gr.ok = GroupAdvantages(rewards, valid, g.ScaleRewards, batch.Std, g.LeaveOneOut, g.StdEps)
+		if !gr.ok {
+			zero++
+		}
+	}
+	if len(groups) > 0 {
+		m.FracZeroStd = float64(zero) / float64(len(groups))
+	}
+	return m
+}
+
+// lossInputs packs the trainable completions: groups with reward variance,
+// without infra failures, and (with mask_truncated) not cut off.
+func (t *Trainer) lossInputs(groups []*group) ([]Sequence, []SeqInput) {
+	var seqs []Sequence
+	var inputs []SeqInput
+	for _, gr := range groups {
+		if !gr.ok {
+			continue
+		}
+		for i, s := range gr.samples {
+			if gr.rewards[i].Infra || len(s.Tokens) == 0 || (t.cfg.GRPO.MaskTruncated && s.Truncated) {
+				continue
+			}
+			seqs = append(seqs, Sequence{Prompt: gr.prompt, Completion: s.Tokens})
+			inputs = append(inputs, SeqInput{Advantage: gr.adv[i], Behaviour: s.Logprobs})
+		}
+	}
+	return seqs, inputs
+}
+
+func (t *Trainer) update(ctx context.Context, seqs []Sequence, inputs []SeqInput, m *Metrics) error {
+	g := t.cfg.GRPO
+	logp, err := t.d.Policy.Logprobs(ctx, seqs)
+	if err != nil {
+		return fmt.Errorf("policy logprobs: %w", err)
+	}
+	var ref [][]float64
+	if g.KLCoef > 0 && t.d.Reference != nil {
+		if ref, err = t.d.Reference.Logprobs(ctx, seqs); err != nil {
+			return fmt.Errorf("reference logprobs: %w", err)
+		}
+	}
+	for i := range inputs {
+		inputs[i].Logp = logp[i]
+		// Without IS correction the ratio is taken against the behaviour
+		// policy (the sampler); with it, against the current weights and the
+		// truncated weight carries the behaviour mismatch.
+		inputs[i].Old = inputs[i].Behaviour
+		if g.ISCorrection == "truncated" {
+			inputs[i].Old = logp[i]
+		}
+		inputs[i].Ref = logp[i]
+		if ref != nil {
+			inputs[i].Ref = ref[i]
+		}
+	}
+	lc := LossConfig{ClipLow: g.ClipLow, ClipHigh: g.ClipHigh, KLCoef: g.KLCoef, KLEstimator: g.KLEstimator,
+		LossAgg: g.LossAgg, ISCorrection: g.ISCorrection, ISCap: g.ISCap}
+	if ref == nil {
+		lc.KLCoef = 0
+	}
+	st, cot := GRPOLoss(lc, inputs)
+	entropy, err := t.d.Policy.Backward(ctx, seqs, cot)
+	if err != nil {
+		return fmt.Errorf("policy backward: %w", err)
+	}
+	m.GradNorm, m.LR = t.d.Policy.Step()
+	m.Loss, m.KL, m.ClipFrac, m.Entropy, m.Tokens = st.Loss, st.KL, st.ClipFrac, entropy, st.Tokens
+	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
