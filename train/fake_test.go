@@ -76,11 +76,13 @@ func (b *banditPolicy) Logprobs(ctx context.Context, seqs []Sequence) ([][]float
 	return out, nil
 }
 
-func (b *banditPolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]float64) (float64, error) {
+func (b *banditPolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]float64) ([][]float64, float64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := b.probs()
+	logp := make([][]float64, len(seqs))
 	for i, s := range seqs {
+		logp[i] = []float64{math.Log(p[s.Completion[0]])}
 		k := s.Completion[0]
 		for j := range b.grad {
 			ind := 0.0
@@ -94,7 +96,7 @@ func (b *banditPolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]fl
 	for _, q := range p {
 		h -= q * math.Log(q)
 	}
-	return h, nil
+	return logp, h, nil
 }
 
 func (b *banditPolicy) Step() (float64, float64) {

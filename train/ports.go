@@ -40,8 +40,9 @@ type Policy interface {
 	// weights, forward only.
 	Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error)
 	// Backward accumulates the gradient of Σ cotangent·logprob into the
-	// weights' gradients and returns the mean token entropy.
-	Backward(ctx context.Context, seqs []Sequence, cotangent [][]float64) (entropy float64, err error)
+	// weights' gradients and returns the logprobs it computed on the way and
+	// the mean token entropy.
+	Backward(ctx context.Context, seqs []Sequence, cotangent [][]float64) (logp [][]float64, entropy float64, err error)
 	// Step applies and clears the accumulated gradients (AdamW, clipping,
 	// schedule) and returns the pre-clip gradient norm and the learning rate.
 	Step() (gradNorm, lr float64)

@@ -339,7 +339,7 @@ func (t *Trainer) step(ctx context.Context) error {
 	for gi, gr := range groups {
 		for i := range gr.samples {
 			ev := CompletionScored{Step: step, Group: gi, Index: i, InstanceID: gr.inst.InstanceID,
-				Completion: gr.texts[i], Reward: gr.rewards[i], Advantage: gr.adv[i],
+				Completion: gr.texts[i], IssueText: gr.inst.ProblemStatement, Reward: gr.rewards[i], Advantage: gr.adv[i],
 				Tokens: len(gr.samples[i].Tokens), Truncated: gr.samples[i].Truncated, Version: sampledBy}
 			t.publish(ev)
 			if err := t.sinks.Rollout(ev); err != nil {
@@ -459,7 +459,7 @@ func (t *Trainer) update(ctx context.Context, seqs []Sequence, inputs []SeqInput
 		lc.KLCoef = 0
 	}
 	st, cot := GRPOLoss(lc, inputs)
-	entropy, err := t.d.Policy.Backward(ctx, seqs, cot)
+	_, entropy, err := t.d.Policy.Backward(ctx, seqs, cot)
 	if err != nil {
 		return fmt.Errorf("policy backward: %w", err)
 	}

@@ -1,0 +1,102 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+
+	"github.com/swetui/swetui/task"
+)
+
+// Chat-template markers (ChatML, as Qwen2 uses); the tokenizer maps each to
+// one special token.
+const (
+	ImStart = "<|im_start|>"
+	ImEnd   = "<|im_end|>"
+)
+
+// SystemPrompt tells the policy what to write.
+const SystemPrompt = "You fix bugs. Reply with a unified diff in a ```diff block."
+
+// RepoPrompter renders a task's prompt from its issue text and the files the
+// gold patch touches, read at base_commit from the task's repository on the
+// host ("oracle" retrieval, as SWE-bench's oracle setting). Files are cut to
+// MaxContextBytes in total so the prompt fits the model's context.
+type RepoPrompter struct {
+	// RepoDir returns the host path of the instance's git repository.
+	RepoDir         func(ctx context.Context, inst *task.Instance) (string, error)
+	MaxContextBytes int
+}
+
+var diffFileRe = regexp.MustCompile(`(?m)^diff --git a/(\S+) b/`)
+
+// PatchFiles lists the files a patch touches, in order, without repeats.
+func PatchFiles(patch string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range diffFileRe.FindAllStringSubmatch(patch, -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// Prompt implements Prompter.
+func (p RepoPrompter) Prompt(ctx context.Context, inst *task.Instance) (string, error) {
+	var files []CodeFile
+	if p.RepoDir != nil {
+		dir, err := p.RepoDir(ctx, inst)
+		if err != nil {
+			return "", fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
+		}
+		budget := p.MaxContextBytes
+		for _, path := range PatchFiles(inst.Patch) {
+			out, err := exec.CommandContext(ctx, "git", "-C", dir, "show", inst.BaseCommit+":"+path).Output()
+			if err != nil {
+				continue // a file the gold patch creates has no base version
+			}
+			text := string(out)
+			if budget > 0 && len(text) > budget {
+				text = text[:budget]
+			}
+			budget -= len(text)
+			files = append(files, CodeFile{Path: path, Text: text})
+			if p.MaxContextBytes > 0 && budget <= 0 {
+				break
+			}
+		}
+	}
+	return RenderPrompt(inst.ProblemStatement, files), nil
+}
+
+// CodeFile is one file shown to the policy.
+type CodeFile struct {
+	Path, Text string
+}
+
+// RenderPrompt builds the chat-formatted prompt, ending where the assistant's
+// reply begins.
+func RenderPrompt(issue string, files []CodeFile) string {
+	var b strings.Builder
+	b.WriteString(ImStart + "system\n" + SystemPrompt + ImEnd + "\n")
+	b.WriteString(ImStart + "user\n")
+	b.WriteString(strings.TrimSpace(issue))
+	for _, f := range files {
+		fmt.Fprintf(&b, "\n\n[%s]\n%s", f.Path, strings.TrimRight(f.Text, "\n"))
+	}
+	b.WriteString(ImEnd + "\n" + ImStart + "assistant\n")
+	return b.String()
+}
+
+// GoldCompletion is the reply the SFT warm start teaches for a task: its gold
+// patch in the fenced form the reward's extractor reads first.
+func GoldCompletion(patch string) string {
+	if !strings.HasSuffix(patch, "\n") {
+		patch += "\n"
+	}
+	return "```diff\n" + patch + "```" + ImEnd
+}

@@ -1,0 +1,63 @@
+package train
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/swetui/swetui/task"
+)
+
+func TestPatchFiles(t *testing.T) {
+	patch := "diff --git a/pkg/a.py b/pkg/a.py\n--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1 +1 @@\n-x\n+y\n" +
+		"diff --git a/b.py b/b.py\nnew file mode 100644\n" +
+		"diff --git a/pkg/a.py b/pkg/a.py\n"
+	if got, want := PatchFiles(patch), []string{"pkg/a.py", "b.py"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestRepoPrompterShowsBaseFiles(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	if err := os.WriteFile(filepath.Join(dir, "calc.py"), []byte("def add(a, b):\n    return a - b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", ".")
+	git("commit", "-qm", "base")
+	base := git("rev-parse", "HEAD")
+	// A later commit must not leak into the prompt.
+	if err := os.WriteFile(filepath.Join(dir, "calc.py"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("commit", "-qam", "later")
+
+	inst := &task.Instance{InstanceID: "x", BaseCommit: base, ProblemStatement: "add() subtracts\n",
+		Patch: "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"}
+	p := RepoPrompter{RepoDir: func(context.Context, *task.Instance) (string, error) { return dir, nil }}
+	got, err := p.Prompt(context.Background(), inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<|im_start|>system\n" + SystemPrompt + "<|im_end|>\n<|im_start|>user\nadd() subtracts\n\n[calc.py]\ndef add(a, b):\n    return a - b<|im_end|>\n<|im_start|>assistant\n"
+	if got != want {
+		t.Fatalf("prompt\n%q\nwant\n%q", got, want)
+	}
+	p.MaxContextBytes = 10
+	got, _ = p.Prompt(context.Background(), inst)
+	if !strings.Contains(got, "[calc.py]\ndef add(a,<|im_end|>") {
+		t.Fatalf("budget not applied: %q", got)
+	}
+}
