@@ -1,0 +1,602 @@
+package reward
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// FileDiff is one file of a unified diff, as the syntax check read it. Paths
+// are repository-relative: the a/ and b/ prefixes (git's, and patch -p1's
+// first component) are stripped.
+type FileDiff struct {
+	OldPath  string `json:"old_path,omitempty"` // empty for a new file
+	NewPath  string `json:"new_path,omitempty"` // empty for a deleted file
+	IsNew    bool   `json:"is_new,omitempty"`
+	IsDelete bool   `json:"is_delete,omitempty"`
+	IsRename bool   `json:"is_rename,omitempty"`
+	IsCopy   bool   `json:"is_copy,omitempty"`
+	IsBinary bool   `json:"is_binary,omitempty"`
+	ModeOnly bool   `json:"mode_only,omitempty"` // only a mode change
+	Hunks    int    `json:"hunks"`
+	Added    int    `json:"added"`
+	Deleted  int    `json:"deleted"`
+}
+
+// Path is the file's path in the patched tree, or its old path if deleted.
+func (f FileDiff) Path() string {
+	if f.NewPath != "" {
+		return f.NewPath
+	}
+	return f.OldPath
+}
+
+// Patch is a syntactically valid unified diff.
+type Patch struct {
+	Files []FileDiff `json:"files"`
+	Git   bool       `json:"git"` // has diff --git headers
+}
+
+// Paths lists every path the patch reads or writes (old and new names), once each.
+func (p *Patch) Paths() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range p.Files {
+		for _, q := range []string{f.OldPath, f.NewPath} {
+			if q != "" && !seen[q] {
+				seen[q] = true
+				out = append(out, q)
+			}
+		}
+	}
+	return out
+}
+
+// SyntaxError is the first problem the syntax check found, with its 1-based line.
+type SyntaxError struct {
+	Line int
+	Msg  string
+}
+
+func (e *SyntaxError) Error() string { return fmt.Sprintf("diff line %d: %s", e.Line, e.Msg) }
+
+// ValidateDiff is the strict syntax check of mode syntax: it parses a unified
+// diff (git's, or plain ---/+++ diffs) and returns its files, or the first
+// problem. The diff must be non-empty, every hunk's line counts must match its
+// body, no hunk may be empty, and every path must be relative and stay inside
+// the repository (no absolute paths, no "..", nothing under .git).
+func ValidateDiff(diff string) (*Patch, error) {
+	p, _, err := parseDiff(diff, true)
+	return p, err
+}
+
+// diffParser walks a diff line by line without copying it.
+type diffParser struct {
+	src  string
+	pos  int // offset of the next unread line
+	line int // number of the last line read
+}
+
+func (d *diffParser) next() (string, bool) {
+	if d.pos >= len(d.src) {
+		return "", false
+	}
+	end := strings.IndexByte(d.src[d.pos:], '\n')
+	var l string
+	if end < 0 {
+		l = d.src[d.pos:]
+		d.pos = len(d.src)
+	} else {
+		l = d.src[d.pos : d.pos+end]
+		d.pos += end + 1
+	}
+	d.line++
+	return l, true
+}
+
+// peek returns the next line without consuming it.
+func (d *diffParser) peek() (string, bool) {
+	save, saveLine := d.pos, d.line
+	l, ok := d.next()
+	d.pos, d.line = save, saveLine
+	return l, ok
+}
+
+func (d *diffParser) errf(format string, args ...any) error {
+	return &SyntaxError{Line: d.line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// parseDiff parses src. In strict mode every line must belong to the diff
+// (blank lines between files excepted); otherwise parsing stops before the
+// first line that cannot continue a complete diff, and end is its offset, so
+// extraction can cut trailing prose off a bare diff.
+func parseDiff(src string, strict bool) (p *Patch, end int, err error) {
+	d := &diffParser{src: src}
+	p = &Patch{}
+	for {
+		start := d.pos
+		l, ok := d.next()
+		if !ok {
+			break
+		}
+		switch {
+		case strings.HasPrefix(l, "diff --git "):
+			p.Git = true
+			f, err := d.gitFile(l)
+			if err != nil {
+				return nil, start, err
+			}
+			p.Files = append(p.Files, f)
+		case strings.HasPrefix(l, "--- "):
+			f, err := d.plainFile(l)
+			if err != nil {
+				return nil, start, err
+			}
+			p.Files = append(p.Files, f)
+		case strings.TrimSpace(l) == "":
+			continue
+		default:
+			if !strict && len(p.Files) > 0 {
+				d.pos = start
+				return p, start, nil
+			}
+			if len(p.Files) == 0 {
+				return nil, start, d.errf("expected a file header (diff --git or ---), got %.60q", l)
+			}
+			return nil, start, d.errf("unexpected line after the last hunk: %.60q", l)
+		}
+	}
+	if len(p.Files) == 0 {
+		return nil, d.pos, &SyntaxError{Line: d.line, Msg: "empty diff: no file headers"}
+	}
+	return p, d.pos, nil
+}
+
+// gitFile parses one "diff --git" section: extended headers, then hunks or a
+// binary marker.
+func (d *diffParser) gitFile(header string) (FileDiff, error) {
+	var f FileDiff
+	headerLine := d.line
+	aPath, bPath, herr := splitGitHeader(header[len("diff --git "):])
+	var renameFrom, renameTo string
+	modeChange := false
+	for {
+		l, ok := d.peek()
+		if !ok {
+			break
+		}
+		kw, val, found := cutKeyword(l)
+		if !found {
+			break
+		}
+		d.next()
+		switch kw {
+		case "old mode", "new mode":
+			if err := checkMode(val); err != nil {
+				return f, d.errf("%s: %v", kw, err)
+			}
+			modeChange = true
+		case "new file mode":
+			if err := checkMode(val); err != nil {
+				return f, d.errf("%s: %v", kw, err)
+			}
+			f.IsNew = true
+		case "deleted file mode":
+			if err := checkMode(val); err != nil {
+				return f, d.errf("%s: %v", kw, err)
+			}
+			f.IsDelete = true
+		case "rename from", "copy from":
+			renameFrom = val
+			f.IsRename = kw == "rename from"
+			f.IsCopy = kw == "copy from"
+		case "rename to", "copy to":
+			renameTo = val
+		case "similarity index", "dissimilarity index", "index":
+		case "Binary files":
+			f.IsBinary = true
+		case "GIT binary patch":
+			f.IsBinary = true
+			if err := d.skipBinary(); err != nil {
+				return f, err
+			}
+		}
+	}
+	if f.IsNew && f.IsDelete {
+		return f, &SyntaxError{Line: headerLine, Msg: "file is both new and deleted"}
+	}
+	// Names: the ---/+++ lines are authoritative; then rename/copy lines; the
+	// diff --git line is ambiguous with spaces and comes last.
+	if l, ok := d.peek(); ok && strings.HasPrefix(l, "--- ") {
+		if f.IsBinary {
+			return f, d.errf("text hunks after a binary marker")
+		}
+		d.next()
+		oldP, err := d.headerPath(l[4:], true)
+		if err != nil {
+			return f, err
+		}
+		l2, ok := d.next()
+		if !ok || !strings.HasPrefix(l2, "+++ ") {
+			return f, d.errf("--- line not followed by +++")
+		}
+		newP, err := d.headerPath(l2[4:], true)
+		if err != nil {
+			return f, err
+		}
+		if oldP == "" && !f.IsNew {
+			f.IsNew = true
+		}
+		if newP == "" && !f.IsDelete {
+			f.IsDelete = true
+		}
+		if (oldP == "" && newP == "") || (f.IsNew && oldP != "") || (f.IsDelete && newP != "") {
+			return f, d.errf("--- %q / +++ %q disagree with the file's new/deleted header", oldP, newP)
+		}
+		f.OldPath, f.NewPath = oldP, newP
+		if err := d.hunks(&f); err != nil {
+			return f, err
+		}
+	} else {
+		switch {
+		case renameFrom != "" || renameTo != "":
+			if renameFrom == "" || renameTo == "" {
+				return f, &SyntaxError{Line: headerLine, Msg: "rename/copy without both from and to"}
+			}
+			var err error
+			if f.OldPath, err = cleanPath(unquote(renameFrom)); err != nil {
+				return f, &SyntaxError{Line: headerLine, Msg: err.Error()}
+			}
+			if f.NewPath, err = cleanPath(unquote(renameTo)); err != nil {
+				return f, &SyntaxError{Line: headerLine, Msg: err.Error()}
+			}
+		case herr != nil:
+			return f, &SyntaxError{Line: headerLine, Msg: herr.Error()}
+		default:
+			var err error
+			if f.OldPath, err = stripPrefix(aPath); err != nil {
+				return f, &SyntaxError{Line: headerLine, Msg: err.Error()}
+			}
+			if f.NewPath, err = stripPrefix(bPath); err != nil {
+				return f, &SyntaxError{Line: headerLine, Msg: err.Error()}
+			}
+		}
+		if f.IsNew {
+			f.OldPath = ""
+		}
+		if f.IsDelete {
+			f.NewPath = ""
+		}
+		if !f.IsBinary && !f.IsNew && !f.IsDelete && !f.IsRename && !f.IsCopy {
+			if !modeChange {
+				return f, &SyntaxError{Line: headerLine, Msg: "file section has no hunks, no binary marker and no rename, mode or new/deleted header"}
+			}
+			f.ModeOnly = true
+		}
+	}
+	if renameFrom != "" && f.OldPath != "" {
+		if p, err := cleanPath(unquote(renameFrom)); err == nil && p != f.OldPath {
+			return f, &SyntaxError{Line: headerLine, Msg: fmt.Sprintf("rename from %q but --- names %q", p, f.OldPath)}
+		}
+	}
+	return f, nil
+}
+
+// plainFile parses a ---/+++ file without a diff --git line (diff -u, patch -p1 style).
+func (d *diffParser) plainFile(first string) (FileDiff, error) {
+	var f FileDiff
+	oldP, err := d.headerPath(first[4:], false)
+	if err != nil {
+		return f, err
+	}
+	l, ok := d.next()
+	if !ok || !strings.HasPrefix(l, "+++ ") {
+		return f, d.errf("--- line not followed by +++")
+	}
+	newP, err := d.headerPath(l[4:], false)
+	if err != nil {
+		return f, err
+	}
+	if oldP == "" && newP == "" {
+		return f, d.errf("both --- and +++ are /dev/null")
+	}
+	f.OldPath, f.NewPath = oldP, newP
+	f.IsNew, f.IsDelete = oldP == "", newP == ""
+	return f, d.hunks(&f)
+}
+
+// hunks parses one or more hunks; at least one is required.
+func (d *diffParser) hunks(f *FileDiff) error {
+	for {
+		l, ok := d.peek()
+		if !ok || !strings.HasPrefix(l, "@@ ") {
+			break
+		}
+		d.next()
+		if err := d.hunk(f, l); err != nil {
+			return err
+		}
+	}
+	if f.Hunks == 0 {
+		return d.errf("file %q has a --- / +++ header but no hunks", f.Path())
+	}
+	return nil
+}
+
+func (d *diffParser) hunk(f *FileDiff, header string) error {
+	oldStart, oldN, newStart, newN, err := parseHunkHeader(header)
+	if err != nil {
+		return d.errf("%v", err)
+	}
+	if oldN == 0 && newN == 0 {
+		return d.errf("empty hunk")
+	}
+	if f.IsNew && (oldStart != 0 || oldN != 0) {
+		return d.errf("hunk of new file %q must start at -0,0", f.Path())
+	}
+	if f.IsDelete && (newStart != 0 || newN != 0) {
+		return d.errf("hunk of deleted file %q must end at +0,0", f.Path())
+	}
+	headerLine := d.line
+	oldLeft, newLeft := oldN, newN
+	changed := false
+	for oldLeft > 0 || newLeft > 0 {
+		l, ok := d.next()
+		if !ok {
+			return &SyntaxError{Line: headerLine, Msg: fmt.Sprintf("hunk ends early: %d old and %d new lines missing at end of diff", oldLeft, newLeft)}
+		}
+		c := byte(' ') // git apply reads an empty line as empty context
+		if l != "" {
+			c = l[0]
+		}
+		switch c {
+		case ' ':
+			oldLeft--
+			newLeft--
+		case '-':
+			oldLeft--
+			f.Deleted++
+			changed = true
+		case '+':
+			newLeft--
+			f.Added++
+			changed = true
+		case '\\':
+			if !strings.HasPrefix(l, `\ `) {
+				return d.errf("malformed no-newline marker %.60q", l)
+			}
+			continue
+		default:
+			return &SyntaxError{Line: d.line, Msg: fmt.Sprintf("hunk at line %d: line %.60q where %d old and %d new lines were still due", headerLine, l, oldLeft, newLeft)}
+		}
+		if oldLeft < 0 || newLeft < 0 {
+			return &SyntaxError{Line: d.line, Msg: fmt.Sprintf("hunk at line %d: body longer than its header says (-%d,+%d)", headerLine, oldN, newN)}
+		}
+	}
+	if l, ok := d.peek(); ok && strings.HasPrefix(l, `\ `) {
+		d.next()
+	}
+	if !changed {
+		return &SyntaxError{Line: headerLine, Msg: "hunk changes nothing (context lines only)"}
+	}
+	f.Hunks++
+	return nil
+}
+
+// parseHunkHeader reads "@@ -l[,s] +l[,s] @@[ section]".
+func parseHunkHeader(h string) (oldStart, oldN, newStart, newN int, err error) {
+	rest := h[3:]
+	end := strings.Index(rest, " @@")
+	if end < 0 {
+		return 0, 0, 0, 0, fmt.Errorf("malformed hunk header %.60q", h)
+	}
+	ranges := rest[:end]
+	o, n, ok := strings.Cut(ranges, " ")
+	if !ok || len(o) < 2 || len(n) < 2 || o[0] != '-' || n[0] != '+' {
+		return 0, 0, 0, 0, fmt.Errorf("malformed hunk header %.60q", h)
+	}
+	if oldStart, oldN, err = parseRange(o[1:]); err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("hunk header %.60q: %w", h, err)
+	}
+	if newStart, newN, err = parseRange(n[1:]); err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("hunk header %.60q: %w", h, err)
+	}
+	if (oldN > 0 && oldStart == 0) || (newN > 0 && newStart == 0) {
+		return 0, 0, 0, 0, fmt.Errorf("hunk header %.60q: line 0 with a non-empty range", h)
+	}
+	return oldStart, oldN, newStart, newN, nil
+}
+
+func parseRange(s string) (start, n int, err error) {
+	a, b, hasCount := strings.Cut(s, ",")
+	start, err = atoi(a)
+	if err != nil {
+		return 0, 0, err
+	}
+	n = 1
+	if hasCount {
+		if n, err = atoi(b); err != nil {
+			return 0, 0, err
+		}
+	}
+	return start, n, nil
+}
+
+// atoi accepts only plain decimal digits (no sign, no spaces), bounded.
+func atoi(s string) (int, error) {
+	if s == "" || len(s) > 9 {
+		return 0, fmt.Errorf("bad number %q", s)
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("bad number %q", s)
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, nil
+}
+
+// skipBinary consumes a "GIT binary patch" body: literal/delta blocks of
+// base85 lines, each block ended by a blank line.
+func (d *diffParser) skipBinary() error {
+	blocks := 0
+	for {
+		l, ok := d.peek()
+		if !ok || !(strings.HasPrefix(l, "literal ") || strings.HasPrefix(l, "delta ")) {
+			break
+		}
+		d.next()
+		blocks++
+		for {
+			b, ok := d.next()
+			if !ok || b == "" {
+				break
+			}
+			if c := b[0]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+				return d.errf("malformed base85 line in binary patch")
+			}
+		}
+	}
+	if blocks == 0 {
+		return d.errf("GIT binary patch without literal or delta data")
+	}
+	return nil
+}
+
+var keywords = []string{
+	"old mode ", "new mode ", "deleted file mode ", "new file mode ", "rename from ", "rename to ",
+	"copy from ", "copy to ", "similarity index ", "dissimilarity index ", "index ",
+}
+
+// cutKeyword recognises git's extended header lines.
+func cutKeyword(l string) (kw, val string, ok bool) {
+	for _, k := range keywords {
+		if strings.HasPrefix(l, k) {
+			return k[:len(k)-1], l[len(k):], true
+		}
+	}
+	if strings.HasPrefix(l, "Binary files ") && strings.HasSuffix(l, " differ") {
+		return "Binary files", "", true
+	}
+	if l == "GIT binary patch" {
+		return l, "", true
+	}
+	return "", "", false
+}
+
+func checkMode(m string) error {
+	switch m {
+	case "100644", "100755", "120000", "160000":
+		return nil
+	}
+	return fmt.Errorf("unsupported file mode %q", m)
+}
+
+// headerPath reads a ---/+++ path: /dev/null is "", a tab ends the name (a
+// timestamp may follow), and the first component (a/, b/) is stripped.
+func (d *diffParser) headerPath(s string, git bool) (string, error) {
+	if i := strings.IndexByte(s, '\t'); i >= 0 {
+		s = s[:i]
+	}
+	if !strings.HasPrefix(s, `"`) {
+		s = strings.TrimRight(s, " ")
+	}
+	s = unquote(s)
+	if s == "/dev/null" {
+		return "", nil
+	}
+	p, err := stripPrefix(s)
+	if err != nil {
+		return "", d.errf("%v", err)
+	}
+	return p, nil
+}
+
+// stripPrefix drops the first path component, as -p1 does, then checks the rest.
+func stripPrefix(s string) (string, error) {
+	if strings.HasPrefix(s, "/") {
+		return "", fmt.Errorf("absolute path %q", s)
+	}
+	i := strings.IndexByte(s, '/')
+	if i < 0 {
+		return "", fmt.Errorf("path %q has no a/ or b/ component to strip", s)
+	}
+	return cleanPath(s[i+1:])
+}
+
+// cleanPath checks that a repository-relative path stays inside the
+// repository and out of .git.
+func cleanPath(p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("empty path")
+	}
+	if strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("absolute path %q", p)
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("path %q contains NUL", p)
+	}
+	for _, c := range strings.Split(p, "/") {
+		switch {
+		case c == "..":
+			return "", fmt.Errorf("path %q leaves the repository", p)
+		case c == "" || c == ".":
+			return "", fmt.Errorf("path %q has an empty or '.' component", p)
+		case strings.EqualFold(c, ".git"):
+			return "", fmt.Errorf("path %q points into .git", p)
+		}
+	}
+	return p, nil
+}
+
+// splitGitHeader splits "a/x b/y" of a diff --git line. Unquoted names with
+// spaces are ambiguous; the common case a/X b/X is found by halving.
+func splitGitHeader(s string) (string, string, error) {
+	if strings.HasPrefix(s, `"`) {
+		a, rest, err := cutQuoted(s)
+		if err != nil {
+			return "", "", err
+		}
+		return a, unquote(strings.TrimPrefix(rest, " ")), nil
+	}
+	if i := strings.Index(s, ` "`); i >= 0 {
+		return s[:i], unquote(s[i+1:]), nil
+	}
+	if len(s)%2 == 1 {
+		h := len(s) / 2
+		a, b := s[:h], s[h+1:]
+		if s[h] == ' ' && len(a) > 2 && len(b) > 2 && a[2:] == b[2:] {
+			return a, b, nil
+		}
+	}
+	i := strings.LastIndex(s, " b/")
+	if i < 0 {
+		return "", "", fmt.Errorf("cannot read the file names of diff --git %.60q", s)
+	}
+	return s[:i], s[i+1:], nil
+}
+
+func cutQuoted(s string) (string, string, error) {
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return unquote(s[:i+1]), s[i+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("unterminated quoted name %.60q", s)
+}
+
+// unquote decodes git's C-style quoted names; other names pass through.
+func unquote(s string) string {
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		if u, err := strconv.Unquote(s); err == nil {
+			return u
+		}
+		// git writes octal escapes (\303) that strconv also reads; anything
+		// else stays as written and fails the path checks if it matters.
+	}
+	return s
+}
