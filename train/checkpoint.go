@@ -49,7 +49,10 @@ func (t *Trainer) save(ctx context.Context) error {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	defer os.RemoveAll(tmp) // no-op after the rename
-	if err := t.d.Store.Save(ctx, tmp); err != nil {
+	t.model.Lock() // async sampling must not run while the weights are written
+	err = t.d.Store.Save(ctx, tmp)
+	t.model.Unlock()
+	if err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", final, err)
 	}
 	cfgText, err := config.Marshal(t.cfg)

@@ -54,7 +54,8 @@ type Metrics struct {
 	GradNorm      float64 `json:"optim/grad_norm"`
 	LR            float64 `json:"optim/lr"`
 	Tokens        int     `json:"perf/tokens"`
-	SampleSeconds float64 `json:"perf/sample_s"`
+	SampleSeconds float64 `json:"perf/sample_s"` // in async mode: summed over the step's groups, overlapped
+	WaitSeconds   float64 `json:"perf/wait_s"`   // the trainer waiting for scored groups
 	RewardSeconds float64 `json:"perf/reward_s"`
 	TrainSeconds  float64 `json:"perf/train_s"`
 	StepSeconds   float64 `json:"perf/step_s"`

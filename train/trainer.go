@@ -44,6 +44,9 @@ type Trainer struct {
 
 	// Loop state, owned by the Run goroutine.
 	st      State
+	src     source
+	model   sync.Mutex // serialises the policy's calls: sampling, forward/backward, step
+	phase   atomic.Value
 	paused  bool
 	stop    bool
 	sinks   *Sinks
@@ -203,6 +206,14 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		Phase: t.st.Curriculum.Phase, Auto: t.st.Curriculum.Auto, BLAS: t.d.BLAS, Hosts: t.d.Hosts,
 		GroupSize: t.cfg.GRPO.GroupSize, Started: t.started})
 	t.publish(StageChanged{Stage: "grpo"})
+	cur := cursor{Epoch: t.st.Epoch, Pos: t.st.Pos}
+	t.phase.Store(t.st.Curriculum.Phase)
+	if t.cfg.GRPO.Async.Enabled {
+		t.src = newAsyncSource(ctx, t, t.st.Step, cur)
+	} else {
+		t.src = &syncSource{t: t, cur: cur}
+	}
+	defer t.src.close()
 
 	reason := "finished"
 	for t.cfg.Run.MaxSteps == 0 || t.st.Step < t.cfg.Run.MaxSteps {
@@ -240,21 +251,8 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-// nextTasks takes the next n tasks of the seeded, per-epoch shuffled order.
-func (t *Trainer) nextTasks(n int) []*task.Instance {
-	out := make([]*task.Instance, 0, n)
-	for len(out) < n {
-		order := epochOrder(len(t.d.Tasks), t.cfg.Run.Seed, t.st.Epoch)
-		if t.st.Pos >= len(order) {
-			t.st.Epoch++
-			t.st.Pos = 0
-			continue
-		}
-		out = append(out, t.d.Tasks[order[t.st.Pos]])
-		t.st.Pos++
-	}
-	return out
-}
+// phaseNow is the phase of the step in flight, safe to read from any goroutine.
+func (t *Trainer) phaseNow() string { return t.phase.Load().(string) }
 
 // epochOrder is a permutation that depends only on the seed and the epoch,
 // so a resumed run visits the tasks in the same order.
@@ -263,90 +261,51 @@ func epochOrder(n int, seed int64, epoch int) []int {
 	return r.Perm(n)
 }
 
-// group is one task's completions within a step.
-type group struct {
-	inst    *task.Instance
-	prompt  []int
-	samples []Sample
-	texts   []string
-	rewards []Breakdown
-	adv     []float64
-	ok      bool
-}
-
 func (t *Trainer) step(ctx context.Context) error {
 	step := t.st.Step + 1
 	phase := t.st.Curriculum.Phase
+	t.phase.Store(phase)
 	t.publish(StepStarted{Step: step, Phase: phase, Time: time.Now()})
 	begin := time.Now()
-	sampledBy := t.d.Policy.Version()
-	g := t.cfg.GRPO
-	opts := SampleOptions{Temperature: t.cfg.Sample.Temperature, TopP: t.cfg.Sample.TopP, MaxNewTokens: t.cfg.Sample.MaxNewTokens}
-
-	groups := make([]*group, 0, g.PromptsPerStep)
-	for _, inst := range t.nextTasks(g.PromptsPerStep) {
-		text, err := t.d.Prompter.Prompt(ctx, inst)
-		if err != nil {
-			return fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
-		}
-		prompt := t.d.Tokenizer.Encode(text)
-		if max := t.cfg.Model.Context - opts.MaxNewTokens; len(prompt) > max {
-			prompt = prompt[len(prompt)-max:] // keep the end: the instructions and the chat turn
-		}
-		samples, err := t.d.Policy.Sample(ctx, prompt, g.GroupSize, opts)
-		if err != nil {
-			return fmt.Errorf("sample %s: %w", inst.InstanceID, err)
-		}
-		gr := &group{inst: inst, prompt: prompt, samples: samples}
-		for _, s := range samples {
-			gr.texts = append(gr.texts, t.d.Tokenizer.Decode(s.Tokens))
-		}
-		groups = append(groups, gr)
+	groups, tm, err := t.src.next(ctx, step, phase)
+	if err != nil {
+		return err
 	}
-	sampleDone := time.Now()
-
-	// Score every group concurrently: the pool overlaps containers.
-	var wg sync.WaitGroup
-	errs := make([]error, len(groups))
-	for i, gr := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			gr.rewards, errs[i] = t.d.Scorer.Score(ctx, gr.inst, gr.texts, phase)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("score: %w", err)
-	}
-	rewardDone := time.Now()
+	collected := time.Now()
 
 	m := t.advantages(groups)
 	seqs, inputs := t.lossInputs(groups)
 	if len(seqs) > 0 {
-		if err := t.update(ctx, seqs, inputs, &m); err != nil {
+		t.model.Lock()
+		err := t.update(ctx, seqs, inputs, &m)
+		t.model.Unlock()
+		if err != nil {
 			return err
 		}
 	}
 	trainDone := time.Now()
 
 	t.st.Step = step
-	m.SampleSeconds = sampleDone.Sub(begin).Seconds()
-	m.RewardSeconds = rewardDone.Sub(sampleDone).Seconds()
-	m.TrainSeconds = trainDone.Sub(rewardDone).Seconds()
+	last := groups[len(groups)-1]
+	t.st.Epoch, t.st.Pos = last.cursor.Epoch, last.cursor.Pos
+	m.SampleSeconds, m.RewardSeconds = tm.sample.Seconds(), tm.reward.Seconds()
+	m.WaitSeconds = collected.Sub(begin).Seconds()
+	m.TrainSeconds = trainDone.Sub(collected).Seconds()
 	m.StepSeconds = trainDone.Sub(begin).Seconds()
 	version := t.d.Policy.Version()
 	for gi, gr := range groups {
+		m.MaxAge = max(m.MaxAge, version-1-gr.version)
 		for i := range gr.samples {
 			ev := CompletionScored{Step: step, Group: gi, Index: i, InstanceID: gr.inst.InstanceID,
 				Completion: gr.texts[i], IssueText: gr.inst.ProblemStatement, Reward: gr.rewards[i], Advantage: gr.adv[i],
-				Tokens: len(gr.samples[i].Tokens), Truncated: gr.samples[i].Truncated, Version: sampledBy}
+				Tokens: len(gr.samples[i].Tokens), Truncated: gr.samples[i].Truncated, Version: gr.version}
 			t.publish(ev)
 			if err := t.sinks.Rollout(ev); err != nil {
 				return err
 			}
 		}
 	}
+	t.src.stepDone(step)
 	t.st.Recent = append(t.st.Recent, m)
 	if len(t.st.Recent) > t.cfg.Curriculum.Window {
 		t.st.Recent = t.st.Recent[len(t.st.Recent)-t.cfg.Curriculum.Window:]

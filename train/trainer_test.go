@@ -155,7 +155,7 @@ func metricsWithoutTimes(t *testing.T, lines []string) []MetricsLine {
 			t.Fatal(err)
 		}
 		m.Time = time.Time{}
-		m.SampleSeconds, m.RewardSeconds, m.TrainSeconds, m.StepSeconds = 0, 0, 0, 0
+		m.SampleSeconds, m.RewardSeconds, m.TrainSeconds, m.StepSeconds, m.WaitSeconds = 0, 0, 0, 0, 0
 		out = append(out, m)
 	}
 	return out

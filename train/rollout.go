@@ -1,0 +1,260 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/swetui/swetui/task"
+)
+
+// cursor is a position in the seeded per-epoch task order.
+type cursor struct {
+	Epoch, Pos int
+}
+
+// take returns the next task and advances the cursor.
+func (c *cursor) take(tasks []*task.Instance, seed int64) *task.Instance {
+	order := epochOrder(len(tasks), seed, c.Epoch)
+	if c.Pos >= len(order) {
+		c.Epoch, c.Pos = c.Epoch+1, 0
+		order = epochOrder(len(tasks), seed, c.Epoch)
+	}
+	inst := tasks[order[c.Pos]]
+	c.Pos++
+	return inst
+}
+
+// group is one task's G completions, sampled and scored.
+type group struct {
+	inst    *task.Instance
+	cursor  cursor // data position after this group's task
+	version int    // weight version that sampled it
+	phase   string // phase it was scored in
+	prompt  []int
+	samples []Sample
+	texts   []string
+	rewards []Breakdown
+	adv     []float64
+	ok      bool
+
+	sampleTime, rewardTime time.Duration
+}
+
+type timing struct{ sample, reward time.Duration }
+
+// source yields each step's scored groups.
+type source interface {
+	next(ctx context.Context, step int, phase string) ([]*group, timing, error)
+	stepDone(step int)
+	close()
+}
+
+func (t *Trainer) sampleOptions() SampleOptions {
+	return SampleOptions{Temperature: t.cfg.Sample.Temperature, TopP: t.cfg.Sample.TopP, MaxNewTokens: t.cfg.Sample.MaxNewTokens}
+}
+
+// sampleGroup renders the task's prompt and draws G completions.
+func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur cursor) (*group, error) {
+	begin := time.Now()
+	text, err := t.d.Prompter.Prompt(ctx, inst)
+	if err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
+	}
+	opts := t.sampleOptions()
+	prompt := t.d.Tokenizer.Encode(text)
+	if room := t.cfg.Model.Context - opts.MaxNewTokens; len(prompt) > room {
+		prompt = prompt[len(prompt)-room:] // keep the end: the chat turn the reply follows
+	}
+	t.model.Lock()
+	version := t.d.Policy.Version()
+	samples, err := t.d.Policy.Sample(ctx, prompt, t.cfg.GRPO.GroupSize, opts)
+	t.model.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("sample %s: %w", inst.InstanceID, err)
+	}
+	gr := &group{inst: inst, cursor: cur, version: version, prompt: prompt, samples: samples}
+	for _, s := range samples {
+		gr.texts = append(gr.texts, t.d.Tokenizer.Decode(s.Tokens))
+	}
+	gr.sampleTime = time.Since(begin)
+	return gr, nil
+}
+
+func (t *Trainer) scoreGroup(ctx context.Context, gr *group, phase string) error {
+	begin := time.Now()
+	rewards, err := t.d.Scorer.Score(ctx, gr.inst, gr.texts, phase)
+	if err != nil {
+		return fmt.Errorf("score %s: %w", gr.inst.InstanceID, err)
+	}
+	if len(rewards) != len(gr.texts) {
+		return fmt.Errorf("score %s: %d rewards for %d completions", gr.inst.InstanceID, len(rewards), len(gr.texts))
+	}
+	gr.rewards, gr.phase, gr.rewardTime = rewards, phase, time.Since(begin)
+	return nil
+}
+
+// syncSource samples a step's groups with the current weights, then scores
+// them all concurrently (the reward pool overlaps their containers).
+type syncSource struct {
+	t   *Trainer
+	cur cursor
+}
+
+func (s *syncSource) next(ctx context.Context, step int, phase string) ([]*group, timing, error) {
+	var tm timing
+	n := s.t.cfg.GRPO.PromptsPerStep
+	groups := make([]*group, 0, n)
+	begin := time.Now()
+	for range n {
+		inst := s.cur.take(s.t.d.Tasks, s.t.cfg.Run.Seed)
+		gr, err := s.t.sampleGroup(ctx, inst, s.cur)
+		if err != nil {
+			return nil, tm, err
+		}
+		groups = append(groups, gr)
+	}
+	tm.sample = time.Since(begin)
+	begin = time.Now()
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, gr := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.t.scoreGroup(ctx, gr, phase)
+		}()
+	}
+	wg.Wait()
+	tm.reward = time.Since(begin)
+	return groups, tm, errors.Join(errs...)
+}
+
+func (s *syncSource) stepDone(int) {}
+func (s *syncSource) close()       {}
+
+// asyncSource overlaps generation, scoring and training (after NeMo-RL's
+// async GRPO). A generator goroutine samples groups in data order, at most
+// max_trajectory_age_steps steps ahead of training, and starts scoring each
+// at once; a FIFO of at most buffer_groups pending groups hands them to the
+// trainer in order. With age 0 it samples step s only after step s-1's
+// update, which is the sync loop exactly.
+type asyncSource struct {
+	t       *Trainer
+	pending chan *pendingGroup
+	done    atomic.Int64 // steps trained
+	wake    chan struct{}
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stale   int
+}
+
+type pendingGroup struct {
+	gr   *group
+	err  error
+	done chan struct{}
+}
+
+func newAsyncSource(ctx context.Context, t *Trainer, startStep int, cur cursor) *asyncSource {
+	ctx, cancel := context.WithCancel(ctx)
+	a := &asyncSource{t: t, pending: make(chan *pendingGroup, t.cfg.GRPO.Async.BufferGroups),
+		wake: make(chan struct{}, 1), cancel: cancel}
+	a.done.Store(int64(startStep))
+	a.wg.Add(1)
+	go a.generate(ctx, startStep, cur)
+	return a
+}
+
+func (a *asyncSource) generate(ctx context.Context, startStep int, cur cursor) {
+	defer a.wg.Done()
+	defer close(a.pending)
+	per := a.t.cfg.GRPO.PromptsPerStep
+	age := int64(a.t.cfg.GRPO.Async.MaxTrajectoryAgeSteps)
+	for k := 0; ; k++ {
+		step := int64(startStep + k/per + 1)
+		for a.done.Load() < step-1-age { // too far ahead of training
+			select {
+			case <-a.wake:
+			case <-ctx.Done():
+				return
+			}
+		}
+		inst := cur.take(a.t.d.Tasks, a.t.cfg.Run.Seed)
+		p := &pendingGroup{done: make(chan struct{})}
+		var sampleErr error
+		p.gr, sampleErr = a.t.sampleGroup(ctx, inst, cur)
+		p.err = sampleErr
+		if sampleErr == nil {
+			phase := a.t.phaseNow()
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				defer close(p.done)
+				p.err = a.t.scoreGroup(ctx, p.gr, phase)
+			}()
+		} else {
+			close(p.done)
+		}
+		select {
+		case a.pending <- p:
+		case <-ctx.Done():
+			return
+		}
+		if sampleErr != nil {
+			return
+		}
+	}
+}
+
+func (a *asyncSource) next(ctx context.Context, step int, phase string) ([]*group, timing, error) {
+	var tm timing
+	per := a.t.cfg.GRPO.PromptsPerStep
+	groups := make([]*group, 0, per)
+	for len(groups) < per {
+		var p *pendingGroup
+		select {
+		case p = <-a.pending:
+		case <-ctx.Done():
+			return nil, tm, ctx.Err()
+		}
+		if p == nil {
+			return nil, tm, errors.New("async: generator stopped")
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return nil, tm, ctx.Err()
+		}
+		if p.err != nil {
+			return nil, tm, p.err
+		}
+		tm.sample += p.gr.sampleTime
+		tm.reward += p.gr.rewardTime
+		// Groups scored before a phase switch, or older than the age bound,
+		// are dropped rather than trained on.
+		if p.gr.phase != phase || a.t.d.Policy.Version()-p.gr.version > a.t.cfg.GRPO.Async.MaxTrajectoryAgeSteps {
+			a.stale++
+			continue
+		}
+		groups = append(groups, p.gr)
+	}
+	return groups, tm, nil
+}
+
+func (a *asyncSource) stepDone(step int) {
+	a.done.Store(int64(step))
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *asyncSource) close() {
+	a.cancel()
+	for range a.pending { // unblock the generator
+	}
+	a.wg.Wait()
+}
