@@ -1,0 +1,152 @@
+package model
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// Plain-Go float32 kernels shared by the gorgonia ops (training) and the
+// sampler (decoding), so that both compute the same numbers.
+
+// sblas is the float32 BLAS used by our own kernels and the sampler; the
+// `blas` build tag swaps in OpenBLAS (see blas_openblas.go).
+var sblas blas.Float32 = gonum.Implementation{}
+
+// gemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices.
+func gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	ta, tb := blas.NoTrans, blas.NoTrans
+	if tA {
+		ta = blas.Trans
+	}
+	if tB {
+		tb = blas.Trans
+	}
+	sblas.Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// parallelFor runs fn over [0,n) split into contiguous chunks, one per core.
+func parallelFor(n int, fn func(lo, hi int)) {
+	w := runtime.GOMAXPROCS(0)
+	if w > n {
+		w = n
+	}
+	if w <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + w - 1) / w
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// rmsInv returns 1/sqrt(mean(x²)+eps) for one row.
+func rmsInv(x []float32, eps float64) float32 {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	return float32(1 / math.Sqrt(ss/float64(len(x))+eps))
+}
+
+// rmsNormRows: y[n,:] = x[n,:]·r_n·w for rows of width len(w).
+func rmsNormRows(y, x, w []float32, eps float64) {
+	d := len(w)
+	parallelFor(len(x)/d, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			xr, yr := x[n*d:(n+1)*d], y[n*d:(n+1)*d]
+			r := rmsInv(xr, eps)
+			for j := range xr {
+				yr[j] = xr[j] * r * w[j]
+			}
+		}
+	})
+}
+
+// ropeTable holds cos/sin of position·θ_i for i < headDim/2 (HF's
+// rotate_half layout: element i pairs with i+headDim/2).
+type ropeTable struct {
+	half     int
+	cos, sin []float32 // [context, half]
+}
+
+func newRopeTable(headDim, context int, theta float64) *ropeTable {
+	half := headDim / 2
+	t := &ropeTable{half: half, cos: make([]float32, context*half), sin: make([]float32, context*half)}
+	for p := 0; p < context; p++ {
+		for i := 0; i < half; i++ {
+			inv := math.Pow(theta, -float64(2*i)/float64(headDim))
+			a := float64(p) * inv
+			t.cos[p*half+i] = float32(math.Cos(a))
+			t.sin[p*half+i] = float32(math.Sin(a))
+		}
+	}
+	return t
+}
+
+// rotate applies RoPE at position pos to every head of one row in place
+// (sign=-1 applies the inverse rotation, which is the gradient).
+func (t *ropeTable) rotate(row []float32, pos int, sign float32) {
+	h := t.half
+	c, s := t.cos[pos*h:(pos+1)*h], t.sin[pos*h:(pos+1)*h]
+	for off := 0; off < len(row); off += 2 * h {
+		a, b := row[off:off+h], row[off+h:off+2*h]
+		for i := 0; i < h; i++ {
+			x1, x2 := a[i], b[i]
+			si := sign * s[i]
+			a[i] = x1*c[i] - x2*si
+			b[i] = x2*c[i] + x1*si
+		}
+	}
+}
+
+func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+
+// softmaxRow turns z into probabilities in place (max-subtracted) and returns
+// log-sum-exp of the input.
+func softmaxRow(z []float32) float64 {
+	m := float32(math.Inf(-1))
+	for _, v := range z {
+		if v > m {
+			m = v
+		}
+	}
+	var s float64
+	for i, v := range z {
+		e := math.Exp(float64(v - m))
+		z[i] = float32(e)
+		s += e
+	}
+	inv := float32(1 / s)
+	for i := range z {
+		z[i] *= inv
+	}
+	return float64(m) + math.Log(s)
+}
+
+// rowLogprob returns log softmax(z/τ)[t] and the entropy of softmax(z/τ),
+// leaving p = softmax(z/τ) in scratch.
+func rowLogprob(z []float32, t int, invTemp float32, scratch []float32) (lp, ent float64) {
+	for i, v := range z {
+		scratch[i] = v * invTemp
+	}
+	lse := softmaxRow(scratch)
+	var ez float64 // Σ p·z
+	for i, p := range scratch {
+		if p > 0 {
+			ez += float64(p) * float64(z[i]*invTemp)
+		}
+	}
+	return float64(z[t]*invTemp) - lse, lse - ez
+}
