@@ -43,14 +43,21 @@ type Trainer struct {
 	dropped atomic.Int64
 
 	// Loop state, owned by the Run goroutine.
-	st      State
-	src     source
-	model   sync.Mutex // serialises the policy's calls: sampling, forward/backward, step
-	phase   atomic.Value
-	paused  bool
-	stop    bool
-	sinks   *Sinks
-	started time.Time
+	st     State
+	src    source
+	model  sync.Mutex // serialises the policy's calls: sampling, forward/backward, step
+	phase  atomic.Value
+	paused bool
+	stop   bool
+
+	cancelMu      sync.Mutex
+	cancelRun     context.CancelCauseFunc
+	progress      atomic.Int64 // unix nanos of the last progress, for the watchdog
+	idle          atomic.Bool  // paused: the watchdog does not count the time
+	barren        int          // consecutive steps with nothing trainable
+	lastTrainable int          // completions trained on in the last step
+	sinks         *Sinks
+	started       time.Time
 }
 
 // State is the trainer's resumable state; checkpoints save it.
@@ -134,8 +141,21 @@ func (t *Trainer) SaveNow() {
 	})
 }
 
-// Stop ends the run after the step in flight, with a final checkpoint.
-func (t *Trainer) Stop() { t.send(func() { t.stop = true }) }
+// errStopped and errStalled are the causes a run is cancelled with.
+var (
+	errStopped = errors.New("stopped by operator")
+	errStalled = errors.New("watchdog")
+)
+
+// Stop ends the run within a bounded time: the step in flight is abandoned
+// (its containers are killed through the cancelled context) and the last
+// completed step is checkpointed.
+func (t *Trainer) Stop() {
+	t.send(func() { t.stop = true })
+	if c := t.loadCancel(); c != nil {
+		c(errStopped)
+	}
+}
 
 // Replay re-scores one completion of a task in the current phase.
 func (t *Trainer) Replay(instanceID, completion string) {
@@ -172,8 +192,11 @@ func (t *Trainer) applyControls(ctx context.Context) {
 		default:
 		}
 		if !t.paused || t.stop {
+			t.idle.Store(false)
+			t.progress.Store(time.Now().UnixNano())
 			return
 		}
+		t.idle.Store(true)
 		select {
 		case f := <-t.ctrl:
 			f()
@@ -185,9 +208,16 @@ func (t *Trainer) applyControls(ctx context.Context) {
 
 // Run trains until run.max_steps, Stop, or ctx is cancelled, then writes a
 // final checkpoint. It closes the event channel when it returns.
-func (t *Trainer) Run(ctx context.Context) (err error) {
+func (t *Trainer) Run(parent context.Context) (err error) {
 	defer close(t.events)
 	t.started = time.Now()
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	t.storeCancel(cancel)
+	t.progress.Store(time.Now().UnixNano())
+	if stall := time.Duration(t.cfg.Watchdog.StallS) * time.Second; stall > 0 {
+		go t.watchdog(ctx, stall, cancel)
+	}
 	if t.sinks, err = OpenSinks(t.cfg.Run.OutDir); err != nil {
 		t.publish(Stopped{Reason: "error", Err: err})
 		return err
@@ -218,19 +248,20 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 	reason := "finished"
 	for t.cfg.Run.MaxSteps == 0 || t.st.Step < t.cfg.Run.MaxSteps {
 		t.applyControls(ctx)
-		if t.stop {
-			reason = "stopped"
-			break
-		}
-		if ctx.Err() != nil {
-			reason = "interrupted"
+		if t.stop || ctx.Err() != nil {
+			reason = stopReason(ctx)
 			break
 		}
 		if err := t.step(ctx); err != nil {
 			if ctx.Err() != nil {
-				reason = "interrupted"
+				reason = stopReason(ctx)
 				break
 			}
+			t.publish(Stopped{Step: t.st.Step, Reason: "error", Err: err})
+			return err
+		}
+		t.progress.Store(time.Now().UnixNano())
+		if err := t.checkBarren(); err != nil {
 			t.publish(Stopped{Step: t.st.Step, Reason: "error", Err: err})
 			return err
 		}
@@ -241,13 +272,89 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		}
 	}
 	// The final checkpoint must not be lost to the cancelled run context.
-	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
+	saveCtx, cancelSave := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancelSave()
 	if err := t.save(saveCtx); err != nil {
 		t.publish(Stopped{Step: t.st.Step, Reason: "error", Err: err})
 		return err
 	}
 	t.publish(Stopped{Step: t.st.Step, Reason: reason})
+	return nil
+}
+
+func stopReason(ctx context.Context) string {
+	switch context.Cause(ctx) {
+	case errStopped:
+		return "stopped"
+	case errStalled:
+		return "watchdog: no progress"
+	}
+	return "interrupted"
+}
+
+func (t *Trainer) storeCancel(c context.CancelCauseFunc) {
+	t.cancelMu.Lock()
+	t.cancelRun = c
+	t.cancelMu.Unlock()
+}
+
+func (t *Trainer) loadCancel() context.CancelCauseFunc {
+	t.cancelMu.Lock()
+	defer t.cancelMu.Unlock()
+	return t.cancelRun
+}
+
+// watchdog warns at half of watchdog.stall_s without progress and stops the
+// run at stall_s, so a stuck evaluation or sampler never hangs silently.
+func (t *Trainer) watchdog(ctx context.Context, stall time.Duration, cancel context.CancelCauseFunc) {
+	tick := time.NewTicker(min(stall/8, 5*time.Second))
+	defer tick.Stop()
+	warned := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if t.idle.Load() {
+			warned = false
+			continue
+		}
+		quiet := time.Since(time.Unix(0, t.progress.Load()))
+		switch {
+		case quiet >= stall:
+			t.publish(Message{Level: Error, Text: fmt.Sprintf("watchdog: no progress for %s (watchdog.stall_s); stopping", quiet.Round(time.Second)), Time: time.Now()})
+			cancel(errStalled)
+			return
+		case quiet >= stall/2 && !warned:
+			warned = true
+			t.publish(Message{Level: Warn, Text: fmt.Sprintf("watchdog: no progress for %s; the run stops at %s", quiet.Round(time.Second), stall), Time: time.Now()})
+		case quiet < stall/2:
+			warned = false
+		}
+	}
+}
+
+// barrenEpochs is how many epochs in a row may pass with nothing to train
+// on (every group's rewards equal) before the run stops.
+const barrenEpochs = 3
+
+// checkBarren warns after an epoch in which no group was trainable and
+// stops after barrenEpochs of them: the policy cannot change, so the run
+// would only burn time.
+func (t *Trainer) checkBarren() error {
+	if t.lastTrainable > 0 {
+		t.barren = 0
+		return nil
+	}
+	t.barren++
+	perEpoch := max(1, (len(t.d.Tasks)+t.cfg.GRPO.PromptsPerStep-1)/t.cfg.GRPO.PromptsPerStep)
+	switch t.barren {
+	case perEpoch:
+		t.publish(Message{Level: Warn, Text: fmt.Sprintf("a whole epoch (%d steps) had nothing trainable: every group's rewards were equal in phase %s; consider an easier phase or a warmer start", perEpoch, t.st.Curriculum.Phase), Time: time.Now()})
+	case barrenEpochs * perEpoch:
+		return fmt.Errorf("train: %d epochs in a row had nothing trainable (all rewards equal within every group in phase %s): stopping", barrenEpochs, t.st.Curriculum.Phase)
+	}
 	return nil
 }
 
@@ -275,6 +382,7 @@ func (t *Trainer) step(ctx context.Context) error {
 
 	m := t.advantages(groups)
 	seqs, inputs := t.lossInputs(groups)
+	t.lastTrainable = len(seqs)
 	if len(seqs) > 0 {
 		t.model.Lock()
 		err := t.update(ctx, seqs, inputs, &m)
