@@ -1,0 +1,206 @@
+package ui
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// containersPane is the reward pool's worker table over the log of the
+// selected worker's evaluation. The log follows new lines until the operator
+// scrolls up; G, end or f follow again. Scroll positions are absolute line
+// numbers, so a held position stays put while new lines arrive (until the
+// bounded buffer drops it).
+type containersPane struct {
+	frame
+	st     *state
+	sel    int // selected worker
+	follow bool
+	top    int // absolute index of the first shown line when not following
+}
+
+func newContainersPane(st *state) *containersPane { return &containersPane{st: st, follow: true} }
+
+func (p *containersPane) Name() string { return "Containers" }
+
+func (p *containersPane) Keys() []key.Binding {
+	return []key.Binding{
+		withHelp(nav.Up, "log up"), withHelp(nav.Down, "log down"),
+		withHelp(nav.PageUp, "log page up"), withHelp(nav.PageDown, "log page down"),
+		withHelp(nav.Top, "log start"), withHelp(nav.Bottom, "log end, follow"),
+		withHelp(nav.Left, "previous worker"), withHelp(nav.Right, "next worker"),
+		withHelp(nav.Follow, "follow the log on/off"),
+	}
+}
+
+// log is the evaluation whose log is shown: the selected worker's current
+// or last one, else the most recently written.
+func (p *containersPane) log() *evalLog {
+	ws := p.st.pool.Workers
+	if len(ws) > 0 {
+		if l := p.st.logs.get(ws[max(0, min(p.sel, len(ws)-1))].EvalID); l != nil {
+			return l
+		}
+		if ws[max(0, min(p.sel, len(ws)-1))].EvalID != "" {
+			return nil
+		}
+	}
+	return p.st.logs.get(p.st.logs.latest)
+}
+
+// layout splits the height between the worker table and the log.
+func (p *containersPane) layout() (tableRows, logRows int) {
+	body := max(p.h-2, 0) // title, log title
+	tableRows = min(len(p.st.pool.Workers)+1, max(body/3, 2))
+	return tableRows, max(body-tableRows, 0)
+}
+
+func (p *containersPane) Update(msg tea.KeyMsg) tea.Cmd {
+	n := len(p.st.pool.Workers)
+	switch {
+	case key.Matches(msg, nav.Left):
+		p.sel, p.follow = max(p.sel-1, 0), true
+		return nil
+	case key.Matches(msg, nav.Right):
+		p.sel, p.follow = max(0, min(p.sel+1, n-1)), true
+		return nil
+	case key.Matches(msg, nav.Follow):
+		p.follow = !p.follow
+		if !p.follow {
+			p.top = p.followTop()
+		}
+		return nil
+	}
+	l := p.log()
+	if l == nil {
+		return nil
+	}
+	_, rows := p.layout()
+	first, total := l.Lines.Total()-l.Lines.Len(), l.Lines.Total()
+	if p.follow {
+		p.top = p.followTop()
+	}
+	s := scroller{top: p.top - first}
+	if !s.move(msg, total-first, rows) {
+		return nil
+	}
+	p.top = s.top + first
+	// Reaching the end follows again, as a pager with +F would.
+	p.follow = key.Matches(msg, nav.Bottom) || p.top >= total-rows
+	return nil
+}
+
+// followTop is the absolute first line when following.
+func (p *containersPane) followTop() int {
+	l := p.log()
+	if l == nil {
+		return 0
+	}
+	_, rows := p.layout()
+	return max(l.Lines.Total()-rows, l.Lines.Total()-l.Lines.Len())
+}
+
+func (p *containersPane) Lines() []string {
+	if p.h <= 0 {
+		return nil
+	}
+	pool := p.st.pool
+	busy := 0
+	for _, w := range pool.Workers {
+		if w.Busy {
+			busy++
+		}
+	}
+	info := fmt.Sprintf("%d/%d busy · queue %d · done %d", busy, len(pool.Workers), pool.Queue, pool.Done)
+	if p.w >= 90 {
+		info += fmt.Sprintf(" · p50 %s p95 %s · timeouts %d · infra %d", short(pool.P50), short(pool.P95),
+			pool.Timeouts, pool.InfraFailures)
+	}
+	out := []string{titleLine(p.Name(), info, p.w, p.focused)}
+	tableRows, logRows := p.layout()
+	if tableRows > 0 {
+		out = append(out, styleDim.Render(p.workerHeader()))
+		p.sel = max(0, min(p.sel, len(pool.Workers)-1))
+		first := max(0, min(p.sel-(tableRows-2), len(pool.Workers)-(tableRows-1)))
+		for i := first; i < len(pool.Workers) && i < first+tableRows-1; i++ {
+			line := p.worker(i)
+			if i == p.sel {
+				line = styleSelected.Render(fitLine(">"+line[1:], p.w))
+			}
+			out = append(out, line)
+		}
+		for len(out) < 1+tableRows {
+			out = append(out, "")
+		}
+	}
+	l := p.log()
+	logInfo := "no log yet"
+	if l != nil {
+		mode := "following"
+		if !p.follow {
+			mode = fmt.Sprintf("scrolled, %d newer lines", max(l.Lines.Total()-(p.top+logRows), 0))
+		}
+		logInfo = fmt.Sprintf("%s · %s · %d lines · %s", l.ID, l.InstanceID, l.Lines.Total(), mode)
+	}
+	if p.h > 1 {
+		out = append(out, styleTitle.Render(fitLine("·· log · "+logInfo+" ", p.w)))
+	}
+	if l != nil && logRows > 0 {
+		first := l.Lines.Total() - l.Lines.Len()
+		top := p.top
+		if p.follow {
+			top = p.followTop()
+		}
+		top = max(first, min(top, l.Lines.Total()-logRows))
+		top = max(top, first)
+		if !p.follow {
+			p.top = top
+		}
+		for i := top; i < l.Lines.Total() && i < top+logRows; i++ {
+			out = append(out, ansi.Truncate(clean(l.Lines.At(i-first)), p.w, "…"))
+		}
+	}
+	return block(out, p.w, p.h)
+}
+
+func (p *containersPane) workerHeader() string {
+	if p.w >= 90 {
+		return fmt.Sprintf("  %-3s %-4s %-28s %-12s %7s  %s", "id", "", "task", "container", "elapsed", "status")
+	}
+	return fmt.Sprintf("  %-3s %-4s %-20s %6s  %s", "id", "", "task", "time", "status")
+}
+
+func (p *containersPane) worker(i int) string {
+	w := p.st.pool.Workers[i]
+	state := "idle"
+	el := "-"
+	if w.Busy {
+		state = "busy"
+		if !w.Since.IsZero() {
+			el = short(p.st.now().Sub(w.Since))
+		}
+	}
+	if p.w >= 90 {
+		return fmt.Sprintf("  %-3d %-4s %-28s %-12s %7s  %s", w.ID, state, cut(orDash(w.InstanceID, "-"), 28),
+			cut(orDash(w.ContainerID, "-"), 12), el, w.Status)
+	}
+	return fmt.Sprintf("  %-3d %-4s %-20s %6s  %s", w.ID, state, cut(orDash(w.InstanceID, "-"), 20), el, w.Status)
+}
+
+// short formats a duration for narrow columns: 950ms, 12.3s, 4m05s, 2h10m.
+func short(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}

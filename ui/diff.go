@@ -1,0 +1,169 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/swetui/swetui/train"
+)
+
+// diffMode is what the diff pane shows of the selected completion.
+type diffMode int
+
+const (
+	modeDiff  diffMode = iota // the extracted patch, coloured
+	modeRaw                   // the completion as sampled
+	modeIssue                 // the task's issue text
+)
+
+var modeNames = [...]string{"patch", "raw completion", "issue"}
+
+// diffPane shows the selected completion's patch (or its raw text, or the
+// task's issue), scrollable. Lines are split once per selection and mode and
+// styled only when drawn, so a long patch costs its visible lines per frame.
+type diffPane struct {
+	frame
+	st     *state
+	mode   diffMode
+	cur    *train.CompletionScored
+	id     string // identity of what lines hold
+	lines  []string
+	scroll scroller
+}
+
+func (p *diffPane) Name() string { return "Diff" }
+
+func (p *diffPane) Keys() []key.Binding {
+	return []key.Binding{
+		withHelp(nav.Up, "scroll up"), withHelp(nav.Down, "scroll down"),
+		nav.PageUp, nav.PageDown, nav.Top, nav.Bottom,
+	}
+}
+
+// SetCompletion shows c (nil: nothing selected).
+func (p *diffPane) SetCompletion(c *train.CompletionScored) {
+	p.cur = c
+	p.refresh()
+}
+
+// toggle switches to mode m, or back to the patch if m is shown.
+func (p *diffPane) toggle(m diffMode) {
+	if p.mode == m {
+		m = modeDiff
+	}
+	p.mode = m
+	p.scroll.top = 0
+	p.refresh()
+}
+
+func (p *diffPane) SetSize(w, h int) {
+	resized := w != p.w
+	p.frame.SetSize(w, h)
+	if resized && p.mode != modeDiff {
+		p.id = "" // wrapped text depends on the width
+	}
+	p.refresh()
+}
+
+func (p *diffPane) refresh() {
+	id := ""
+	if c := p.cur; c != nil {
+		id = fmt.Sprintf("%d/%d/%d/%s/%d/%d/%d", c.Step, c.Group, c.Index, c.InstanceID, len(c.Diff), len(c.Completion), p.mode)
+	}
+	if id == p.id {
+		return
+	}
+	if p.id == "" || !sameCompletion(p.id, id) {
+		p.scroll.top = 0
+	}
+	p.id = id
+	p.lines = nil
+	c := p.cur
+	if c == nil {
+		return
+	}
+	switch p.mode {
+	case modeDiff:
+		if strings.TrimSpace(c.Diff) == "" {
+			p.lines = []string{"(no diff extracted: c shows the raw completion)"}
+			return
+		}
+		p.lines = strings.Split(strings.TrimRight(c.Diff, "\n"), "\n")
+	case modeRaw:
+		p.lines = wrap(c.Completion, p.w)
+	case modeIssue:
+		if c.IssueText == "" {
+			p.lines = []string{"(the trainer sent no issue text for " + c.InstanceID + ")"}
+			return
+		}
+		p.lines = wrap(c.IssueText, p.w)
+	}
+}
+
+// sameCompletion tells whether two ids name the same completion and mode, so
+// that a rescored or growing completion keeps its scroll position.
+func sameCompletion(a, b string) bool {
+	pa, pb := strings.Split(a, "/"), strings.Split(b, "/")
+	return len(pa) == len(pb) && pa[0] == pb[0] && pa[1] == pb[1] && pa[2] == pb[2] && pa[3] == pb[3] &&
+		pa[len(pa)-1] == pb[len(pb)-1]
+}
+
+func wrap(text string, w int) []string {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = clean(l)
+	}
+	if w <= 0 {
+		return lines
+	}
+	return strings.Split(ansi.Wrap(strings.Join(lines, "\n"), w, " "), "\n")
+}
+
+func (p *diffPane) Update(msg tea.KeyMsg) tea.Cmd {
+	p.scroll.move(msg, len(p.lines), p.h-1)
+	return nil
+}
+
+func (p *diffPane) Lines() []string {
+	if p.h <= 0 {
+		return nil
+	}
+	info := "select a completion in Group"
+	if c := p.cur; c != nil {
+		info = fmt.Sprintf("%s %d.%d · %s · reward %.3f", cut(c.InstanceID, 40), c.Group, c.Index, modeNames[p.mode], c.Reward.Total)
+		if n := len(p.lines); n > p.h-1 {
+			info += fmt.Sprintf(" · %d-%d/%d", p.scroll.top+1, min(p.scroll.top+p.h-1, n), n)
+		}
+	}
+	out := []string{titleLine(p.Name(), info, p.w, p.focused)}
+	p.scroll.clamp(len(p.lines), p.h-1)
+	for i := p.scroll.top; i < len(p.lines) && len(out) < p.h; i++ {
+		line := ansi.Truncate(clean(p.lines[i]), p.w, "…")
+		if p.mode == modeDiff {
+			line = colourDiff(line)
+		}
+		out = append(out, line)
+	}
+	return block(out, p.w, p.h)
+}
+
+// colourDiff styles one unified-diff line by its prefix.
+func colourDiff(line string) string {
+	switch {
+	case strings.HasPrefix(line, "+++ "), strings.HasPrefix(line, "--- "),
+		strings.HasPrefix(line, "diff "), strings.HasPrefix(line, "index "),
+		strings.HasPrefix(line, "new file"), strings.HasPrefix(line, "deleted file"):
+		return styleFileHdr.Render(line)
+	case strings.HasPrefix(line, "@@"):
+		return styleHunk.Render(line)
+	case strings.HasPrefix(line, "+"):
+		return styleAdd.Render(line)
+	case strings.HasPrefix(line, "-"):
+		return styleDel.Render(line)
+	}
+	return line
+}

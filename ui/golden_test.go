@@ -1,0 +1,111 @@
+package ui
+
+import (
+	"fmt"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/swetui/swetui/train"
+)
+
+// keyMsg builds the KeyMsg the terminal sends for a key named as
+// key.Binding names it.
+func keyMsg(k string) tea.KeyMsg {
+	types := map[string]tea.KeyType{
+		"tab": tea.KeyTab, "shift+tab": tea.KeyShiftTab, "enter": tea.KeyEnter, "esc": tea.KeyEsc,
+		"ctrl+c": tea.KeyCtrlC, " ": tea.KeySpace, "pgup": tea.KeyPgUp, "pgdown": tea.KeyPgDown,
+		"up": tea.KeyUp, "down": tea.KeyDown, "left": tea.KeyLeft, "right": tea.KeyRight,
+		"home": tea.KeyHome, "end": tea.KeyEnd, "ctrl+u": tea.KeyCtrlU, "ctrl+d": tea.KeyCtrlD,
+	}
+	if t, ok := types[k]; ok {
+		return tea.KeyMsg{Type: t}
+	}
+	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
+}
+
+func press(m *Model, ks ...string) (cmd tea.Cmd) {
+	for _, k := range ks {
+		_, cmd = m.Update(keyMsg(k))
+	}
+	return cmd
+}
+
+// focusOn moves the focus to the named pane with tab.
+func focusOn(t *testing.T, m *Model, name string) {
+	t.Helper()
+	for range m.panes {
+		if m.panes[m.focus].Name() == name {
+			return
+		}
+		press(m, "tab")
+	}
+	t.Fatalf("no pane %q", name)
+}
+
+// TestGolden draws the whole screen in each state and each pane zoomed, at
+// 80x24 (the smallest supported) and 200x50, and compares with
+// testdata/TestGolden/*.golden (go test ./ui -run TestGolden -update rewrites
+// them).
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, m *Model)
+	}{
+		{"starting", func(t *testing.T, m *Model) {}},
+		{"running", func(t *testing.T, m *Model) { feed(m, runEvents(40)...) }},
+		{"young_run", func(t *testing.T, m *Model) { feed(m, runEvents(3)...) }},
+		{"pausing", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "p") }},
+		{"paused", func(t *testing.T, m *Model) {
+			feed(m, runEvents(40)...)
+			press(m, "p")
+			feed(m, train.Paused{Step: 41})
+		}},
+		{"confirm_quit", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "q") }},
+		{"stopping", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "q", "y") }},
+		{"stopped", func(t *testing.T, m *Model) {
+			feed(m, runEvents(40)...)
+			feed(m, train.Stopped{Step: 41, Reason: "max_steps"})
+		}},
+		{"help", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "?") }},
+		{"zoom_rewards", zoomOn("Rewards")},
+		{"zoom_group", zoomOn("Group")},
+		{"zoom_diff", zoomOn("Diff")},
+		{"zoom_containers", zoomOn("Containers")},
+		{"zoom_events", zoomOn("Events")},
+		{"diff_raw", func(t *testing.T, m *Model) { zoomOn("Diff")(t, m); press(m, "c") }},
+		{"diff_issue", func(t *testing.T, m *Model) { zoomOn("Diff")(t, m); press(m, "i") }},
+		{"group_older_step", func(t *testing.T, m *Model) {
+			feed(m, runEvents(40)...)
+			press(m, "h", "h", "j", "j", "j")
+		}},
+		{"logs_scrolled", func(t *testing.T, m *Model) {
+			zoomOn("Containers")(t, m)
+			press(m, "pgup", "k")
+		}},
+		{"second_worker", func(t *testing.T, m *Model) {
+			zoomOn("Containers")(t, m)
+			press(m, "l")
+		}},
+	}
+	for _, size := range [][2]int{{80, 24}, {200, 50}} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%dx%d_%s", size[0], size[1], c.name), func(t *testing.T) {
+				m := newTestModel(&fakeCtrl{}, size[0], size[1])
+				c.setup(t, m)
+				view := m.View()
+				checkFrame(t, view, size[0], size[1])
+				golden.RequireEqual(t, []byte(view))
+			})
+		}
+	}
+}
+
+func zoomOn(name string) func(t *testing.T, m *Model) {
+	return func(t *testing.T, m *Model) {
+		feed(m, runEvents(40)...)
+		focusOn(t, m, name)
+		press(m, "enter")
+	}
+}

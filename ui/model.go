@@ -1,0 +1,325 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/train"
+)
+
+// Model is the console's root tea.Model. It owns the state the events build,
+// lays the panes out and routes keys: global keys first, then the focused
+// pane's. Update never blocks: controls are the trainer's non-blocking
+// methods, and events come in batches from the pump.
+type Model struct {
+	ctrl train.Controller
+	opts Options
+	st   *state
+	pump *pump
+
+	hdr        *header
+	rewards    *rewardsPane
+	group      *groupPane
+	diff       *diffPane
+	containers *containersPane
+	events     *eventsPane
+	panes      []pane
+
+	width, height int
+	focus         int
+	zoomed        bool
+	help          bool
+	confirm       bool // asking whether to quit while a step is in flight
+	stopCalled    bool
+	quitting      bool
+}
+
+// tickMsg redraws the clocks (elapsed, ETA, worker times) once a second.
+type tickMsg time.Time
+
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// Init starts the event pump and the clock.
+func (m *Model) Init() tea.Cmd { return tea.Batch(m.pump.next(), tick()) }
+
+// Update applies one message. See Run for what quitting does.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case eventsMsg:
+		return m, m.onEvents(msg)
+	case tickMsg:
+		return m, tick()
+	case tea.WindowSizeMsg:
+		m.resize(msg.Width, msg.Height)
+	case tea.KeyMsg:
+		return m, m.onKey(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
+	for _, ev := range msg.events {
+		m.st.apply(ev)
+	}
+	m.syncDiff()
+	if msg.closed {
+		m.st.closed = true
+		if !m.st.stopped {
+			m.st.stopped = true
+			m.st.stop.Reason = "event stream closed"
+			m.st.logf(train.Warn, "the trainer's event stream closed")
+		}
+	}
+	if m.quitting && m.st.stopped {
+		return tea.Quit
+	}
+	if msg.closed {
+		return nil // nothing left to wait for: do not re-arm
+	}
+	return m.pump.next()
+}
+
+// onKey handles a key: the quit question first, then global keys, then the
+// focused pane.
+func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
+	if m.confirm {
+		switch {
+		case key.Matches(msg, confirmYes):
+			m.confirm = false
+			return m.stopAndQuit()
+		case key.Matches(msg, confirmNo):
+			m.confirm = false
+		}
+		return nil
+	}
+	st := m.st
+	switch {
+	case key.Matches(msg, keys.Quit):
+		return m.quit(msg.String() == "ctrl+c")
+	case key.Matches(msg, keys.Help):
+		m.help = !m.help
+	case key.Matches(msg, keys.Back):
+		m.help, m.zoomed = false, false
+	case key.Matches(msg, keys.Pause):
+		m.togglePause()
+	case key.Matches(msg, keys.Syntax):
+		m.setPhase(config.PhaseSyntax)
+	case key.Matches(msg, keys.Apply):
+		m.setPhase(config.PhaseApplyOnly)
+	case key.Matches(msg, keys.Docker):
+		m.setPhase(config.PhaseDocker)
+	case key.Matches(msg, keys.Auto):
+		if m.control("auto-curriculum") {
+			m.ctrl.SetAuto(!st.auto)
+			st.logf(train.Info, "asked: auto-curriculum %s", onOff(!st.auto))
+		}
+	case key.Matches(msg, keys.Save):
+		if m.control("save") {
+			m.ctrl.SaveNow()
+			st.logf(train.Info, "asked: save a checkpoint")
+		}
+	case key.Matches(msg, keys.Replay):
+		c := m.group.Selected()
+		switch {
+		case c == nil:
+			st.logf(train.Warn, "replay: no completion selected")
+		case m.control("replay"):
+			m.ctrl.Replay(c.InstanceID, c.Completion)
+			st.logf(train.Info, "asked: replay %s %d.%d of step %d", c.InstanceID, c.Group, c.Index, c.Step)
+		}
+	case key.Matches(msg, keys.Next):
+		m.setFocus((m.focus + 1) % len(m.panes))
+	case key.Matches(msg, keys.Prev):
+		m.setFocus((m.focus + len(m.panes) - 1) % len(m.panes))
+	case key.Matches(msg, keys.Zoom):
+		m.zoomed = !m.zoomed
+		m.layout()
+	case key.Matches(msg, keys.Raw):
+		m.diff.toggle(modeRaw)
+	case key.Matches(msg, keys.Issue):
+		m.diff.toggle(modeIssue)
+	default:
+		cmd := m.panes[m.focus].Update(msg)
+		m.syncDiff()
+		return cmd
+	}
+	m.layout() // help and zoom change what is drawn where
+	return nil
+}
+
+// control reports whether a control can be sent now, logging why not.
+func (m *Model) control(what string) bool {
+	switch {
+	case m.st.stopped:
+		m.st.logf(train.Warn, "%s: the run has stopped", what)
+		return false
+	case m.stopCalled:
+		m.st.logf(train.Warn, "%s: the run is stopping", what)
+		return false
+	}
+	return true
+}
+
+func (m *Model) togglePause() {
+	st := m.st
+	if !m.control("pause") {
+		return
+	}
+	if st.paused {
+		m.ctrl.Resume()
+		st.pendingResume, st.pendingPause = true, false
+		return
+	}
+	m.ctrl.Pause()
+	st.pendingPause, st.pendingResume = true, false
+}
+
+func (m *Model) setPhase(phase string) {
+	if !m.control("phase") {
+		return
+	}
+	m.ctrl.SetPhase(phase)
+	m.st.logf(train.Info, "asked: phase %s", phase)
+}
+
+// quit is q or ctrl-c. Nothing running: quit at once. A step in flight: ask
+// first. Otherwise stop the run and quit when its Stopped arrives. While
+// stopping, ctrl-c quits without waiting any longer.
+func (m *Model) quit(force bool) tea.Cmd {
+	switch {
+	case !m.st.running():
+		if !m.stopCalled && !m.st.stopped {
+			m.ctrl.Stop() // the trainer may be starting: tell it anyway
+			m.stopCalled = true
+		}
+		return tea.Quit
+	case m.stopCalled:
+		if force {
+			return tea.Quit
+		}
+		m.st.logf(train.Warn, "stopping: waiting for the trainer (ctrl-c quits now)")
+		return nil
+	case m.st.inFlight:
+		m.confirm = true
+		return nil
+	}
+	return m.stopAndQuit()
+}
+
+func (m *Model) stopAndQuit() tea.Cmd {
+	m.ctrl.Stop()
+	m.stopCalled, m.quitting = true, true
+	m.st.stopRequested = true
+	m.st.logf(train.Info, "asked: stop the run; quitting once it has stopped")
+	if m.st.stopped {
+		return tea.Quit
+	}
+	return nil
+}
+
+// syncDiff shows the group's selection in the diff pane.
+func (m *Model) syncDiff() { m.diff.SetCompletion(m.group.Selected()) }
+
+func (m *Model) setFocus(i int) {
+	m.panes[m.focus].SetFocus(false)
+	m.focus = i
+	m.panes[i].SetFocus(true)
+}
+
+func (m *Model) resize(w, h int) {
+	m.width, m.height = w, h
+	m.layout()
+}
+
+// Layout: header (2 lines), body, events strip, key bar (1 line). The body
+// is two columns (rewards over group | diff over containers), or the focused
+// pane alone when zoomed or narrower than 70 columns.
+func (m *Model) eventsHeight() int {
+	if m.height >= 40 {
+		return 5
+	}
+	return 2
+}
+
+func (m *Model) bodyHeight() int { return max(m.height-2-m.eventsHeight()-1, 0) }
+
+func (m *Model) single() bool { return m.zoomed || m.width < 70 }
+
+func (m *Model) layout() {
+	w, bh := m.width, m.bodyHeight()
+	m.hdr.w = w
+	m.events.SetSize(w, m.eventsHeight())
+	if m.single() {
+		m.panes[m.focus].SetSize(w, bh)
+		m.syncDiff()
+		return
+	}
+	lw := w / 2
+	rw := w - lw - 1
+	top := bh / 2
+	m.rewards.SetSize(lw, top)
+	m.group.SetSize(lw, bh-top)
+	m.diff.SetSize(rw, bh-top)
+	m.containers.SetSize(rw, top)
+	m.syncDiff()
+}
+
+// View draws the whole screen: exactly height lines of width cells.
+func (m *Model) View() string {
+	if m.width <= 0 || m.height <= 0 {
+		return ""
+	}
+	lines := make([]string, 0, m.height)
+	lines = append(lines, m.hdr.Lines()...)
+	lines = append(lines, m.body()...)
+	if !(m.single() && m.focus == len(m.panes)-1) {
+		lines = append(lines, m.events.Lines()...)
+	} else {
+		lines = append(lines, block(nil, m.width, m.eventsHeight())...)
+	}
+	lines = append(lines, m.keyBar())
+	return strings.Join(block(lines, m.width, m.height), "\n")
+}
+
+func (m *Model) body() []string {
+	w, bh := m.width, m.bodyHeight()
+	switch {
+	case bh <= 0:
+		return nil
+	case m.help:
+		return m.helpLines(w, bh)
+	case m.single():
+		return m.panes[m.focus].Lines()
+	}
+	left := append(m.rewards.Lines(), m.group.Lines()...)
+	right := append(m.containers.Lines(), m.diff.Lines()...)
+	out := make([]string, bh)
+	for i := range out {
+		out[i] = left[i] + "│" + right[i]
+	}
+	return out
+}
+
+// keyBar is the last line: the quit question, the stopping notice, or the
+// main keys.
+func (m *Model) keyBar() string {
+	var s string
+	switch {
+	case m.confirm:
+		s = fmt.Sprintf(" Step %d is in flight. Stop the run and quit? y/n ", m.st.step)
+	case m.stopCalled && !m.st.stopped:
+		s = " STOPPING: waiting for the trainer to stop (ctrl-c quits now) "
+	case m.st.stopped:
+		s = " STOPPED: q quits · ? help · tab/enter browse "
+	default:
+		s = " ? help · space pause · 1/2/3 phase · a auto · s save · r replay · tab focus · enter zoom · q quit "
+	}
+	return styleBar.Render(fitLine(s, m.width))
+}

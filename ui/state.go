@@ -1,0 +1,346 @@
+package ui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/swetui/swetui/train"
+)
+
+// Bounds that are not config knobs: how many evaluations keep their logs, how
+// many lines the event log keeps, how many completions one step may show.
+const (
+	keptEvals     = 8
+	keptEvents    = 500
+	maxStepRows   = 1024
+	etaWindow     = 20
+	defaultGroups = 100
+)
+
+// point is one finished step as the charts see it.
+type point struct {
+	Step int
+	M    train.Metrics
+	Dur  time.Duration
+}
+
+// stepGroup is every scored completion of one step, ordered by (task, index).
+type stepGroup struct {
+	Step int
+	Rows []train.CompletionScored
+}
+
+// put inserts or replaces c, keeping rows ordered.
+func (g *stepGroup) put(c train.CompletionScored) {
+	i := sort.Search(len(g.Rows), func(i int) bool {
+		r := g.Rows[i]
+		return r.Group > c.Group || (r.Group == c.Group && r.Index >= c.Index)
+	})
+	if i < len(g.Rows) && g.Rows[i].Group == c.Group && g.Rows[i].Index == c.Index {
+		g.Rows[i] = c
+		return
+	}
+	if len(g.Rows) >= maxStepRows {
+		return
+	}
+	g.Rows = append(g.Rows, train.CompletionScored{})
+	copy(g.Rows[i+1:], g.Rows[i:])
+	g.Rows[i] = c
+}
+
+// entry is one line of the event log.
+type entry struct {
+	Time  time.Time
+	Level train.Level
+	Text  string
+}
+
+// evalLog is one evaluation's streamed container log.
+type evalLog struct {
+	ID         string
+	Worker     int
+	InstanceID string
+	Lines      *ring[string]
+	touched    int // logStore clock at the last write, for eviction
+}
+
+// logStore keeps the logs of the last keptEvals evaluations, each bounded to
+// ui.log_lines lines.
+type logStore struct {
+	perEval int
+	clock   int
+	evals   map[string]*evalLog
+	latest  string
+}
+
+func newLogStore(perEval int) *logStore {
+	return &logStore{perEval: perEval, evals: map[string]*evalLog{}}
+}
+
+func (s *logStore) add(b train.ContainerLog) {
+	s.clock++
+	l := s.evals[b.EvalID]
+	if l == nil {
+		if len(s.evals) >= keptEvals {
+			s.evictOldest()
+		}
+		l = &evalLog{ID: b.EvalID, Worker: b.Worker, InstanceID: b.InstanceID, Lines: newRing[string](s.perEval)}
+		s.evals[b.EvalID] = l
+	}
+	if b.InstanceID != "" {
+		l.InstanceID = b.InstanceID
+	}
+	l.touched = s.clock
+	for _, line := range b.Lines {
+		l.Lines.Push(line)
+	}
+	s.latest = b.EvalID
+}
+
+func (s *logStore) evictOldest() {
+	oldest, at := "", -1
+	for id, l := range s.evals {
+		if at < 0 || l.touched < at {
+			oldest, at = id, l.touched
+		}
+	}
+	delete(s.evals, oldest)
+}
+
+func (s *logStore) get(id string) *evalLog { return s.evals[id] }
+
+// runState is the trainer's state as the header shows it.
+type runState int
+
+const (
+	stateStarting runState = iota
+	stateRunning
+	statePausing
+	statePaused
+	stateResuming
+	stateStopping
+	stateStopped
+)
+
+var stateWords = [...]string{"STARTING", "RUNNING", "PAUSING", "PAUSED", "RESUMING", "STOPPING", "STOPPED"}
+
+func (s runState) String() string { return stateWords[s] }
+
+// state is everything the console knows about the run. The root model owns it
+// and applies events to it; panes read it and keep only their view state.
+type state struct {
+	now func() time.Time
+
+	info     train.RunInfo
+	haveInfo bool
+	created  time.Time
+	stage    train.StageChanged
+	phase    string
+	auto     bool
+
+	step     int // last step started
+	finished int // last step finished
+	inFlight bool
+	version  int
+
+	paused        bool
+	pendingPause  bool
+	pendingResume bool
+	stopRequested bool
+	stopped       bool
+	stop          train.Stopped
+	closed        bool // the event channel was closed
+
+	history  *ring[point]
+	groups   *ring[*stepGroup]
+	pool     train.PoolState
+	logs     *logStore
+	events   *ring[entry]
+	replay   *train.CompletionScored
+	received int // events applied, for tests and the help line
+}
+
+func newState(o Options, now func() time.Time) *state {
+	return &state{
+		now:     now,
+		created: now(),
+		history: newRing[point](o.UI.History),
+		groups:  newRing[*stepGroup](o.Groups),
+		logs:    newLogStore(o.UI.LogLines),
+		events:  newRing[entry](keptEvents),
+	}
+}
+
+// runState derives the header's state word.
+func (s *state) runState() runState {
+	switch {
+	case s.stopped:
+		return stateStopped
+	case s.stopRequested:
+		return stateStopping
+	case !s.haveInfo:
+		return stateStarting
+	case s.paused && s.pendingResume:
+		return stateResuming
+	case s.paused:
+		return statePaused
+	case s.pendingPause:
+		return statePausing
+	}
+	return stateRunning
+}
+
+// running is true while there is a run that Stop would end.
+func (s *state) running() bool { return s.haveInfo && !s.stopped }
+
+func (s *state) logf(level train.Level, format string, args ...any) {
+	s.events.Push(entry{Time: s.now(), Level: level, Text: fmt.Sprintf(format, args...)})
+}
+
+// apply folds one event into the state. It never blocks and does no I/O.
+func (s *state) apply(ev train.Event) {
+	s.received++
+	switch e := ev.(type) {
+	case train.RunInfo:
+		s.info, s.haveInfo = e, true
+		s.phase, s.auto = e.Phase, e.Auto
+		s.logf(train.Info, "run %s started: phase %s, %d steps", e.Name, e.Phase, e.MaxSteps)
+	case train.StageChanged:
+		if e.Stage != s.stage.Stage {
+			s.logf(train.Info, "stage %s %s", e.Stage, e.Detail)
+		}
+		s.stage = e
+	case train.StepStarted:
+		s.step, s.inFlight = e.Step, true
+		if e.Phase != "" {
+			s.phase = e.Phase
+		}
+	case train.StepFinished:
+		s.finished, s.inFlight, s.version = e.Step, false, e.Version
+		s.history.Push(point{Step: e.Step, M: e.Metrics, Dur: e.Duration})
+		s.logf(train.Info, "step %d: reward %.3f max %.3f, applied %.0f%%, resolved %.0f%%, loss %.4f, kl %.4f",
+			e.Step, e.Metrics.RewardMean, e.Metrics.RewardMax, 100*e.Metrics.ApplyRate,
+			100*e.Metrics.ResolvedRate, e.Metrics.Loss, e.Metrics.KL)
+	case train.CompletionScored:
+		s.scored(e)
+	case train.ContainerLog:
+		s.logs.add(e)
+	case train.PoolState:
+		s.pool = e
+	case train.PhaseChanged:
+		s.phase = e.To
+		how := "by hand"
+		if e.Auto {
+			how = "auto"
+		}
+		s.logf(train.Info, "phase %s -> %s at step %d (%s) %s", e.From, e.To, e.Step, how, e.Reason)
+	case train.AutoChanged:
+		s.auto = e.Auto
+		s.logf(train.Info, "auto-curriculum %s", onOff(e.Auto))
+	case train.Paused:
+		s.paused, s.pendingPause = true, false
+		s.logf(train.Warn, "paused at step %d", e.Step)
+	case train.Resumed:
+		s.paused, s.pendingResume = false, false
+		s.logf(train.Info, "resumed at step %d", e.Step)
+	case train.CheckpointSaved:
+		s.logf(train.Info, "checkpoint step %d saved to %s", e.Step, e.Path)
+	case train.Message:
+		s.events.Push(entry{Time: orNow(e.Time, s.now), Level: e.Level, Text: e.Text})
+	case train.Stopped:
+		s.stopped, s.stop, s.inFlight = true, e, false
+		if e.Err != nil {
+			s.logf(train.Error, "stopped at step %d: %s: %v", e.Step, e.Reason, e.Err)
+		} else {
+			s.logf(train.Info, "stopped at step %d: %s", e.Step, e.Reason)
+		}
+	}
+}
+
+func (s *state) scored(c train.CompletionScored) {
+	if c.Step < 0 { // a replay's result
+		s.replay = &c
+		s.logf(train.Info, "replay %s: reward %.3f %s", c.InstanceID, c.Reward.Total, verdict(c.Reward))
+		return
+	}
+	// Steps arrive in order in sync mode and nearly so in async mode: look
+	// back a few groups before starting a new one.
+	for i := s.groups.Len() - 1; i >= 0 && i >= s.groups.Len()-8; i-- {
+		if g := s.groups.At(i); g.Step == c.Step {
+			g.put(c)
+			return
+		}
+	}
+	if last, ok := s.groups.Last(); ok && c.Step < last.Step {
+		return // older than what is kept: dropped
+	}
+	g := &stepGroup{Step: c.Step}
+	g.put(c)
+	s.groups.Push(g)
+}
+
+// eta estimates the time left from the mean of the last steps' durations.
+func (s *state) eta() (time.Duration, bool) {
+	n := s.history.Len()
+	if n == 0 || s.info.MaxSteps <= 0 {
+		return 0, false
+	}
+	k := min(n, etaWindow)
+	var sum time.Duration
+	for i := n - k; i < n; i++ {
+		sum += s.history.At(i).Dur
+	}
+	left := s.info.MaxSteps - s.finished
+	if left < 0 {
+		left = 0
+	}
+	return sum / time.Duration(k) * time.Duration(left), true
+}
+
+// elapsed is the run's wall time so far.
+func (s *state) elapsed() time.Duration {
+	start := s.info.Started
+	if start.IsZero() {
+		start = s.created
+	}
+	return s.now().Sub(start)
+}
+
+func verdict(b train.Breakdown) string {
+	var parts []string
+	switch {
+	case b.Infra:
+		parts = append(parts, "infra failure")
+	case b.Resolved:
+		parts = append(parts, "resolved")
+	case b.Applied:
+		parts = append(parts, "applied")
+	case b.Valid:
+		parts = append(parts, "valid diff")
+	default:
+		parts = append(parts, "no diff")
+	}
+	if b.F2PTotal+b.P2PTotal > 0 {
+		parts = append(parts, fmt.Sprintf("F2P %d/%d P2P %d/%d", b.F2PPassed, b.F2PTotal, b.P2PPassed, b.P2PTotal))
+	}
+	if len(b.Hacks) > 0 {
+		parts = append(parts, "hacks: "+strings.Join(b.Hacks, ","))
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func orNow(t time.Time, now func() time.Time) time.Time {
+	if t.IsZero() {
+		return now()
+	}
+	return t
+}
