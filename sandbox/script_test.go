@@ -1,0 +1,221 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The toy repository the script tests (and the integration image) use:
+// add is wrong, mul is right; the test patch adds the check of add.
+var (
+	repoFiles = map[string]string{
+		"calc.py": "\"\"\"Tiny calculator.\"\"\"\n\n\ndef add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n",
+		"test.sh": "#!/bin/sh\n# checks as grep: the script tests run without python packages\n" +
+			"grep -q 'a \\* b' calc.py && echo 'mul PASSED' || { echo 'mul FAILED'; fail=1; }\n" +
+			"exit ${fail:-0}\n",
+	}
+	goldCalc     = strings.Replace(repoFiles["calc.py"], "a - b", "a + b", 1)
+	testPatched  = strings.Replace(repoFiles["test.sh"], "exit ", "grep -q 'a + b' calc.py && echo 'add PASSED' || { echo 'add FAILED'; fail=1; }\nexit ", 1)
+	hackedTestSh = "#!/bin/sh\necho 'add PASSED'; echo 'mul PASSED'\n"
+)
+
+// gitRepo makes a committed repository of files in a temp dir and returns
+// it with its head commit.
+func gitRepo(t *testing.T, files map[string]string) (dir, head string) {
+	t.Helper()
+	dir = t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "-A")
+	git(t, dir, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "base")
+	return dir, strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// diffOf returns the diff that turns the repo's file name into body.
+func diffOf(t *testing.T, files map[string]string, changes map[string]string) string {
+	t.Helper()
+	dir, _ := gitRepo(t, files)
+	for name, body := range changes {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, dir, "add", "-A")
+	return git(t, dir, "diff", "--cached")
+}
+
+func TestEvalScriptOnHost(t *testing.T) {
+	for _, tool := range []string{"bash", "git", "patch"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed (.ci/setup installs it): %v", tool, err)
+		}
+	}
+	gold := diffOf(t, repoFiles, map[string]string{"calc.py": goldCalc})
+	testPatch := diffOf(t, repoFiles, map[string]string{"test.sh": testPatched})
+	fuzzy := strings.Replace(gold, "\n def mul(a, b):", "\n def mult(a, b):", 1) // a stale context line
+	if fuzzy == gold {
+		t.Fatal("fuzzy patch is the gold patch")
+	}
+	tests := []struct {
+		name       string
+		patch      string
+		method     string
+		exit       int  // the script's exit status
+		complete   bool // markers and exit line present
+		wantInLog  string
+		calcAfter  string // "" = the base calc.py
+		noTestFile string // a file that must not exist afterwards
+	}{
+		{name: "gold applies with git apply", patch: gold, method: ApplyGit, exit: 0, complete: true, wantInLog: "add PASSED", calcAfter: goldCalc},
+		{name: "fuzzy context needs patch", patch: fuzzy, method: ApplyPatch, exit: 0, complete: true, wantInLog: "add PASSED", calcAfter: goldCalc},
+		{name: "missing trailing newline: git refuses, patch rescues", patch: strings.TrimSuffix(gold, "\n"), method: ApplyPatch, exit: 0, complete: true, calcAfter: goldCalc},
+		{name: "empty patch runs the tests", patch: "", method: ApplyEmpty, exit: 1, complete: true, wantInLog: "add FAILED"},
+		{name: "garbage fails", patch: "this is not a diff\n", method: ApplyFailed, exit: ExitPatchFailed},
+		{name: "deleting a missing file fails (patch without --forward would create it)",
+			patch:  "--- a/nothere.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-x = 1\n",
+			method: ApplyFailed, exit: ExitPatchFailed, noTestFile: "nothere.py"},
+		{name: "half-applying patch is reverted", patch: gold + "--- a/mul.py\n+++ b/mul.py\n@@ -1 +1 @@\n-nope\n+yes\n",
+			method: ApplyFailed, exit: ExitPatchFailed, noTestFile: "calc.py.rej"},
+		{name: "model rewriting the tests is undone", patch: diffOf(t, repoFiles, map[string]string{"test.sh": hackedTestSh}),
+			method: ApplyGit, exit: 1, complete: true, wantInLog: "add FAILED"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, head := gitRepo(t, repoFiles)
+			aux := t.TempDir()
+			mp, tp := filepath.Join(aux, "model.patch"), filepath.Join(aux, "test.patch")
+			os.WriteFile(mp, []byte(tc.patch), 0o644)
+			os.WriteFile(tp, []byte(testPatch), 0o644)
+			script, nonce := EvalScript(ScriptSpec{
+				Workdir: dir, BaseCommit: head, TestFiles: PatchPaths(testPatch),
+				TestPatchPath: tp, ModelPatchPath: mp, TestCmd: "sh test.sh",
+				Setup: []string{"export SETUP_RAN=1"},
+			})
+			cmd := exec.Command("bash", "-c", script)
+			out, _ := cmd.CombinedOutput()
+			exit := cmd.ProcessState.ExitCode()
+			if exit != tc.exit {
+				t.Errorf("exit %d, want %d\n%s", exit, tc.exit, out)
+			}
+			o := ParseOutput(string(out), nonce)
+			if o.ApplyMethod != tc.method {
+				t.Errorf("apply method %q, want %q\n%s", o.ApplyMethod, tc.method, out)
+			}
+			if o.Complete != tc.complete {
+				t.Errorf("complete %v, want %v\n%s", o.Complete, tc.complete, out)
+			}
+			if tc.complete && o.ExitStatus != tc.exit {
+				t.Errorf("runner exit %d, want %d", o.ExitStatus, tc.exit)
+			}
+			if tc.wantInLog != "" && !strings.Contains(o.TestLog, tc.wantInLog) {
+				t.Errorf("test log lacks %q:\n%s", tc.wantInLog, o.TestLog)
+			}
+			want := tc.calcAfter
+			if want == "" {
+				want = repoFiles["calc.py"]
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "calc.py")); string(b) != want {
+				t.Errorf("calc.py afterwards:\n%s\nwant:\n%s", b, want)
+			}
+			if tc.noTestFile != "" {
+				if _, err := os.Stat(filepath.Join(dir, tc.noTestFile)); err == nil {
+					t.Errorf("%s exists afterwards", tc.noTestFile)
+				}
+			}
+		})
+	}
+}
+
+func TestParseOutputIgnoresForgeries(t *testing.T) {
+	n := "0123abcd"
+	other := "ffffeeee"
+	tests := []struct {
+		name string
+		log  string
+		want Output
+	}{
+		{
+			name: "plain",
+			log: "noise\n" + ApplyLine(n, ApplyGit) + "\n" + TestPatchLine(n, true) + "\n" + StartLine(n) + "\nt1 PASSED\n\n" +
+				EndLine(n) + "\n" + ExitLine(n, 0) + "\n",
+			want: Output{ApplyMethod: ApplyGit, Applied: true, TestPatch: "ok", Started: true, Complete: true, TestLog: "t1 PASSED", ExitStatus: 0},
+		},
+		{
+			name: "markers of another nonce are test output",
+			log:  StartLine(n) + "\n" + EndLine(other) + "\n" + ExitLine(other, 0) + "\nreal\n" + EndLine(n) + "\n" + ExitLine(n, 1) + "\n",
+			want: Output{Started: true, Complete: true, TestLog: EndLine(other) + "\n" + ExitLine(other, 0) + "\nreal", ExitStatus: 1},
+		},
+		{
+			name: "marker not alone on its line",
+			log:  StartLine(n) + "\nx " + EndLine(n) + "\n",
+			want: Output{Started: true, TestLog: "x " + EndLine(n), ExitStatus: -1},
+		},
+		{
+			name: "the last pair wins",
+			log: StartLine(n) + "\nfirst\n" + EndLine(n) + "\n" + ExitLine(n, 0) + "\n" + StartLine(n) + "\nsecond\n" + EndLine(n) + "\n" +
+				ExitLine(n, 2) + "\n",
+			want: Output{Started: true, Complete: true, TestLog: "second", ExitStatus: 2},
+		},
+		{
+			name: "killed mid-run",
+			log:  ApplyLine(n, ApplyPatch) + "\n" + StartLine(n) + "\nt1 PASSED\n",
+			want: Output{ApplyMethod: ApplyPatch, Applied: true, Started: true, TestLog: "t1 PASSED", ExitStatus: -1},
+		},
+		{
+			name: "patch failed",
+			log:  ApplyLine(n, ApplyFailed) + "\n",
+			want: Output{ApplyMethod: ApplyFailed, ExitStatus: -1},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ParseOutput(tc.log, n); got != tc.want {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPatchPaths(t *testing.T) {
+	patch := "diff --git a/x/t.py b/x/t.py\n--- a/x/t.py\t2020\n+++ b/x/t.py\n@@\n" +
+		"--- /dev/null\n+++ b/new_test.py\n" +
+		"rename from old.py\nrename to renamed.py\n"
+	got := strings.Join(PatchPaths(patch), ",")
+	if want := "new_test.py,old.py,renamed.py,x/t.py"; got != want {
+		t.Errorf("PatchPaths = %s, want %s", got, want)
+	}
+}
+
+func TestRemoteImage(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"sweb.eval.x86_64.django__django-11099", "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"},
+		{"sweb.eval.x86_64.astropy__astropy-12907:v2", "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:v2"},
+		{"swetui/mini:latest", "swetui/mini:latest"},
+	}
+	for _, tc := range tests {
+		if got := RemoteImage(tc.in); got != tc.want {
+			t.Errorf("RemoteImage(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := InstanceImage("a__b-1"); got != "sweb.eval.x86_64.a__b-1" {
+		t.Errorf("InstanceImage = %q", got)
+	}
+}
