@@ -141,9 +141,9 @@ func (p *containersPane) Lines() []string {
 	if l != nil {
 		mode := "following"
 		if !p.follow {
-			mode = fmt.Sprintf("scrolled, %d newer lines", max(l.Lines.Total()-(p.top+logRows), 0))
+			mode = fmt.Sprintf("scrolled +%d", max(l.Lines.Total()-(p.top+logRows), 0))
 		}
-		logInfo = fmt.Sprintf("%s · %s · %d lines · %s", l.ID, l.InstanceID, l.Lines.Total(), mode)
+		logInfo = fmt.Sprintf("%s · %s · %s · %d lines", mode, l.InstanceID, l.ID, l.Lines.Total())
 	}
 	if p.h > 1 {
 		out = append(out, styleTitle.Render(fitLine("·· log · "+logInfo+" ", p.w)))

@@ -165,7 +165,7 @@ func (p *rewardsPane) value(i int, last, delta float64, ok bool) string {
 
 func (p *rewardsPane) spark(i, w int) string {
 	valW := 16
-	sw := w - 14 - valW
+	sw := w - 16 - valW
 	if sw < 4 {
 		sw = 0
 	}
