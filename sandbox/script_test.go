@@ -24,7 +24,7 @@ var (
 
 // gitRepo makes a committed repository of files in a temp dir and returns
 // it with its head commit.
-func gitRepo(t *testing.T, files map[string]string) (dir, head string) {
+func gitRepo(t testing.TB, files map[string]string) (dir, head string) {
 	t.Helper()
 	dir = t.TempDir()
 	for name, body := range files {
@@ -38,7 +38,7 @@ func gitRepo(t *testing.T, files map[string]string) (dir, head string) {
 	return dir, strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
 }
 
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -50,7 +50,7 @@ func git(t *testing.T, dir string, args ...string) string {
 }
 
 // diffOf returns the diff that turns the repo's file name into body.
-func diffOf(t *testing.T, files map[string]string, changes map[string]string) string {
+func diffOf(t testing.TB, files map[string]string, changes map[string]string) string {
 	t.Helper()
 	dir, _ := gitRepo(t, files)
 	for name, body := range changes {
