@@ -28,6 +28,10 @@ type Result struct {
 	Entropy  [][]float32
 }
 
+// clearDualGrads is the workaround for gradients that accumulate in dual
+// values across runs; a variable only so that a test can show the defect.
+var clearDualGrads = true
+
 type graphKey struct {
 	B, T  int
 	train bool
@@ -213,6 +217,18 @@ func (gr *graph) run(m *Model, b *Batch, seqs []int, cot, entCot [][]float32, re
 	for _, l := range lets {
 		if err := G.Let(l.n, l.v); err != nil {
 			return fmt.Errorf("bind %s: %w", l.n.Name(), err)
+		}
+	}
+	if gr.cot != nil && clearDualGrads {
+		// The tape machine adds some parameters' gradients into their dual
+		// values across runs instead of overwriting them (seen on the last
+		// layers: final norm and LM head), so clear them before each run.
+		for _, n := range gr.params {
+			if gv, err := n.Grad(); err == nil && gv != nil {
+				if d, ok := gv.Data().([]float32); ok {
+					clear(d)
+				}
+			}
 		}
 	}
 	defer gr.vm.Reset()
