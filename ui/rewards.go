@@ -138,12 +138,10 @@ func (p *rewardsPane) series(i, m int, stretch bool) (vals []float64, last, delt
 	if n == 0 {
 		return nil, 0, 0, false
 	}
-	vals = bucket(n, m, stretch, func(j int) float64 { pt := hist.At(j); return get(&pt.M) })
-	lp := hist.At(n - 1)
-	last = get(&lp.M)
+	vals = bucket(n, m, stretch, func(j int) float64 { return get(&hist.Ref(j).M) })
+	last = get(&hist.Ref(n - 1).M)
 	if n > 1 {
-		pp := hist.At(n - 2)
-		delta = last - get(&pp.M)
+		delta = last - get(&hist.Ref(n-2).M)
 	}
 	return vals, last, delta, true
 }

@@ -38,6 +38,9 @@ func (r *ring[T]) Total() int { return r.total }
 // At returns the i-th held value, 0 being the oldest.
 func (r *ring[T]) At(i int) T { return r.buf[(r.start+i)%len(r.buf)] }
 
+// Ref points at the i-th held value, valid until the next Push.
+func (r *ring[T]) Ref(i int) *T { return &r.buf[(r.start+i)%len(r.buf)] }
+
 // Set replaces the i-th held value.
 func (r *ring[T]) Set(i int, v T) { r.buf[(r.start+i)%len(r.buf)] = v }
 
