@@ -61,7 +61,10 @@ func Run(ctx context.Context, ctrl train.Controller, events <-chan train.Event, 
 		lipgloss.SetColorProfile(termenv.Ascii)
 	}
 	m := New(ctrl, events, opts)
-	m.pump.ctx = ctx
+	// The pump's pending read ends with Run, not with the trainer's channel.
+	pumpCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.pump.ctx = pumpCtx
 	popts := []tea.ProgramOption{tea.WithAltScreen(), tea.WithContext(ctx)}
 	if opts.Input != nil {
 		popts = append(popts, tea.WithInput(opts.Input))
