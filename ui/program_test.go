@@ -36,7 +36,10 @@ func (a *ackCtrl) SaveNow() {
 	a.rec("SaveNow", "")
 	a.send(train.CheckpointSaved{Step: 1, Path: "runs/t/ckpt-000001"})
 }
-func (a *ackCtrl) Stop() { a.rec("Stop", ""); a.send(train.Stopped{Step: 1, Reason: "stopped by the operator"}) }
+func (a *ackCtrl) Stop() {
+	a.rec("Stop", "")
+	a.send(train.Stopped{Step: 1, Reason: "stopped by the operator"})
+}
 
 func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
 	t.Helper()
