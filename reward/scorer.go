@@ -1,0 +1,322 @@
+package reward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/task"
+	"github.com/swetui/swetui/train"
+)
+
+// EvalRequest is one container evaluation: the instance's tests run on its
+// image after Diff is applied with the fallback chain.
+type EvalRequest struct {
+	Instance *task.Instance
+	Diff     string
+	// ApplyOnly asks for the apply step alone: no test patch, no tests.
+	ApplyOnly bool
+}
+
+// EvalOutput is what one container evaluation showed, already cut along the
+// eval script's protocol lines (see sandbox/script.go).
+type EvalOutput struct {
+	Log         string // the whole captured log
+	ApplyMethod string // ApplyGit, ApplyGitReject, ApplyPatch, ApplyFailed, ApplyEmpty; "" if never printed
+	TestLog     string // the runner's output between the last start/end marker pair
+	Complete    bool   // start, end and exit-status lines were all seen, in order
+	ExitStatus  int    // the runner's exit status when Complete
+	TimedOut    bool   // the container hit its deadline and was killed
+	Forged      bool   // marker-like lines the script did not print appear in the log
+	Infra       error  // the evaluation failed for reasons that are not the model's
+	Duration    time.Duration
+}
+
+// Evaluator runs container evaluations (the docker mode). PoolEvaluator is
+// the sandbox-backed one.
+type Evaluator interface {
+	Evaluate(ctx context.Context, req EvalRequest) EvalOutput
+}
+
+// Scorer scores a group of completions of one task in a mode. Extraction,
+// syntax and host-side apply checks run concurrently on the host; test runs
+// go to the Evaluator. Safe for concurrent use.
+type Scorer struct {
+	Weights Weights
+	// Applier checks applies on the host (reward.apply_on_host); nil sends
+	// apply-only checks to the Evaluator as well.
+	Applier *Applier
+	// Evaluator runs tests in containers; nil makes docker mode (and
+	// apply-only without an Applier) an infrastructure failure.
+	Evaluator Evaluator
+	// Parallel bounds concurrent host-side checks (default GOMAXPROCS).
+	Parallel int
+
+	semOnce sync.Once
+	sem     chan struct{}
+}
+
+// NewScorer builds a Scorer from the [reward] config: its weights, and a host
+// Applier over reward.repos_dir when reward.apply_on_host is set.
+func NewScorer(c config.Reward, ev Evaluator) *Scorer {
+	s := &Scorer{Weights: WeightsFrom(c), Evaluator: ev}
+	if c.ApplyOnHost {
+		s.Applier = &Applier{ReposDir: c.ReposDir}
+	}
+	return s
+}
+
+// Close releases the Applier's temporary cache.
+func (s *Scorer) Close() error {
+	if s.Applier != nil {
+		return s.Applier.Close()
+	}
+	return nil
+}
+
+func (s *Scorer) acquire(ctx context.Context) error {
+	s.semOnce.Do(func() {
+		n := s.Parallel
+		if n <= 0 {
+			n = runtime.GOMAXPROCS(0)
+		}
+		s.sem = make(chan struct{}, n)
+	})
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Scorer) release() { <-s.sem }
+
+// ErrBadMode is returned for a mode that is not one of the curriculum's.
+var ErrBadMode = errors.New("unknown reward mode")
+
+// Score scores completions (model outputs, from which diffs are extracted) of
+// inst in mode, one Result per completion in order. Identical diffs are
+// scored once. The error is set only for a bad mode or a cancelled ctx;
+// infrastructure failures are per Result (Infra), to be masked.
+func (s *Scorer) Score(ctx context.Context, inst *task.Instance, completions []string, mode string) ([]Result, error) {
+	return s.score(ctx, inst, completions, mode, false)
+}
+
+// ScoreDiffs scores diffs given as such (predictions' model_patch): they are
+// normalised and validated like extracted ones, but not searched for in
+// prose first unless they are wrapped.
+func (s *Scorer) ScoreDiffs(ctx context.Context, inst *task.Instance, diffs []string, mode string) ([]Result, error) {
+	return s.score(ctx, inst, diffs, mode, true)
+}
+
+func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string, mode string, rawDiffs bool) ([]Result, error) {
+	switch mode {
+	case ModeSyntax, ModeApplyOnly, ModeDocker:
+	default:
+		return nil, fmt.Errorf("score %s: %w %q", inst.InstanceID, ErrBadMode, mode)
+	}
+	results := make([]Result, len(texts))
+	// Extraction first (microseconds), so that duplicates are known.
+	first := map[string]int{}
+	var todo []int
+	for i, t := range texts {
+		start := time.Now()
+		r := &results[i]
+		*r = Result{InstanceID: inst.InstanceID, Mode: mode, NonEmpty: strings.TrimSpace(t) != ""}
+		var e Extraction
+		if rawDiffs {
+			e = Extract(NormalizeDiff(t))
+		} else {
+			e = Extract(t)
+		}
+		r.Form, r.Diff = e.Form, e.Diff
+		r.SyntaxOK = e.Valid()
+		if e.Err != nil {
+			r.SyntaxError = e.Err.Error()
+		} else if !r.SyntaxOK && r.NonEmpty {
+			r.SyntaxError = "no diff found"
+		}
+		if e.Patch != nil {
+			r.Files = len(e.Patch.Files)
+		}
+		if r.Diff != "" {
+			r.Hacks = HackFlags(r.Diff)
+		}
+		r.Durations.Extract = time.Since(start)
+		if r.SyntaxOK {
+			if _, dup := first[r.Diff]; dup {
+				continue // scored once, copied below
+			}
+			first[r.Diff] = i
+		}
+		todo = append(todo, i)
+	}
+	var wg sync.WaitGroup
+	for _, i := range todo {
+		r := &results[i]
+		if !r.SyntaxOK || mode == ModeSyntax {
+			r.Reward = s.Weights.Compose(r)
+			r.Durations.Total = r.Durations.Extract
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			s.deepen(ctx, inst, r, mode)
+			r.Reward = s.Weights.Compose(r)
+			r.Durations.Total = r.Durations.Extract + time.Since(start)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("score %s: %w", inst.InstanceID, err)
+	}
+	// Copy shared verdicts onto duplicates.
+	for i := range results {
+		if j, ok := first[results[i].Diff]; ok && j != i && results[i].SyntaxOK {
+			dup := results[j]
+			dup.NonEmpty, dup.Form = results[i].NonEmpty, results[i].Form
+			dup.Durations = results[i].Durations
+			results[i] = dup
+		}
+	}
+	return results, nil
+}
+
+// deepen takes a syntactically valid diff through the apply check and, in
+// docker mode, the tests.
+func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *Result, mode string) {
+	if s.Applier != nil {
+		if err := s.acquire(ctx); err != nil {
+			r.Infra, r.InfraCause = true, err.Error()
+			return
+		}
+		start := time.Now()
+		res, err := s.Applier.Check(ctx, inst.Repo, inst.BaseCommit, r.Diff, nil)
+		r.Durations.Apply = time.Since(start)
+		s.release()
+		switch {
+		case err == nil:
+			r.ApplyChecked, r.ApplyOnHost = true, true
+			r.Applied, r.ApplyMethod, r.ApplyOutput = res.Applied, res.Method, res.Output
+			if !res.Applied || mode == ModeApplyOnly {
+				return // a patch that does not apply runs no tests
+			}
+		case mode == ModeApplyOnly && s.Evaluator == nil:
+			r.Infra, r.InfraCause = true, err.Error()
+			return
+		}
+		// Host apply unavailable (no local repository): the container
+		// applies it instead.
+	}
+	if s.Evaluator == nil {
+		r.Infra, r.InfraCause = true, "mode "+mode+" needs the Docker sandbox, and none is configured"
+		return
+	}
+	parser, err := parserOf(inst)
+	if err != nil && mode == ModeDocker {
+		r.Infra, r.InfraCause = true, err.Error()
+		return
+	}
+	start := time.Now()
+	out := s.Evaluator.Evaluate(ctx, EvalRequest{Instance: inst, Diff: r.Diff, ApplyOnly: mode == ModeApplyOnly})
+	r.Durations.Eval = time.Since(start)
+	if out.Infra != nil {
+		r.Infra, r.InfraCause = true, out.Infra.Error()
+		return
+	}
+	if out.Forged {
+		r.Hacks = appendFlag(r.Hacks, HackForgedMarkers)
+	}
+	switch out.ApplyMethod {
+	case "":
+		r.Infra, r.InfraCause = true, "evaluation log has no apply line: the script did not get that far"
+		return
+	case ApplyFailed:
+		r.ApplyChecked, r.Applied, r.ApplyMethod, r.ApplyOnHost = true, false, ApplyFailed, false
+		return
+	default:
+		r.ApplyChecked, r.Applied, r.ApplyMethod, r.ApplyOnHost = true, true, out.ApplyMethod, false
+	}
+	if mode == ModeApplyOnly {
+		return
+	}
+	r.TestsRun = true
+	log := out.TestLog
+	switch {
+	case out.Complete:
+		st := out.ExitStatus
+		r.ExitStatus = &st
+	case out.TimedOut:
+		// The patch's code ran past the deadline: the tests give no verdict,
+		// so every listed test counts as failed (the harness's
+		// ">>>>> Tests Timed Out").
+		r.TestsError, log = "tests timed out", ""
+	default:
+		// No end marker and exit status: the runner's output cannot be
+		// trusted to be whole, so none of it is graded.
+		r.TestsError, log = "test runner output incomplete (no end marker or exit status)", ""
+	}
+	g := GradeStatuses(parser(log), inst.FailToPass, inst.PassToPass)
+	r.F2PPassed, r.F2PTotal = g.F2PPassed, g.F2PTotal
+	r.P2PPassed, r.P2PBroken, r.P2PTotal = g.P2PPassed, g.P2PBroken, g.P2PTotal
+	r.Resolved = g.Resolved && out.Complete
+	r.TestsStatus, r.Statuses = &g.TestsStatus, g.Statuses
+}
+
+func appendFlag(flags []string, f string) []string {
+	for _, x := range flags {
+		if x == f {
+			return flags
+		}
+	}
+	return append(flags, f)
+}
+
+// ParserNameOf is the log parser an instance's tests are read with: its own
+// log_parser, else the harness's parser for its repository.
+func ParserNameOf(inst *task.Instance) (string, error) {
+	if inst.LogParser != "" {
+		return inst.LogParser, nil
+	}
+	if n, ok := ParserNameForRepo(inst.Repo); ok {
+		return n, nil
+	}
+	return "", fmt.Errorf("instance %s: no log_parser and repo %q has no harness parser", inst.InstanceID, inst.Repo)
+}
+
+func parserOf(inst *task.Instance) (Parser, error) {
+	name, err := ParserNameOf(inst)
+	if err != nil {
+		return nil, err
+	}
+	p, err := ParserFor(name)
+	if err != nil {
+		return nil, fmt.Errorf("instance %s: %w", inst.InstanceID, err)
+	}
+	return p, nil
+}
+
+// Breakdowns adapts the Scorer to the trainer's port (train.Scorer).
+func (s *Scorer) Breakdowns() train.Scorer { return breakdownScorer{s} }
+
+type breakdownScorer struct{ s *Scorer }
+
+func (b breakdownScorer) Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]train.Breakdown, error) {
+	rs, err := b.s.Score(ctx, inst, completions, phase)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]train.Breakdown, len(rs))
+	for i := range rs {
+		out[i] = rs[i].Breakdown()
+	}
+	return out, nil
+}
