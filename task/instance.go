@@ -2,7 +2,9 @@ package task
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 )
 
 // DefaultWorkdir is where an instance's repository sits inside its image.
@@ -32,6 +34,10 @@ type Instance struct {
 	LogParser      string   `json:"log_parser,omitempty"`
 	EvalScript     string   `json:"eval_script,omitempty"`
 	Setup          string   `json:"setup,omitempty"`
+
+	// Split is "train" or "test" where the dataset says so; otherwise the
+	// loader assigns one from a hash of the instance id (see IsTest).
+	Split string `json:"split,omitempty"`
 }
 
 // TestList is a list of test ids. In JSON it is either a list of strings or a
@@ -57,6 +63,35 @@ func (l *TestList) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("string is not a JSON-encoded list of test ids: %.40q", encoded)
 	}
 	*l = list
+	return nil
+}
+
+// Validate checks the fields every use of an instance needs and names the
+// instance and the first missing field.
+func (in *Instance) Validate() error {
+	if in.InstanceID == "" {
+		return errors.New("missing field \"instance_id\"")
+	}
+	for _, f := range []struct{ name, value string }{
+		{"repo", in.Repo},
+		{"base_commit", in.BaseCommit},
+		{"problem_statement", in.ProblemStatement},
+	} {
+		if strings.TrimSpace(f.value) == "" {
+			return fmt.Errorf("instance %s: missing field %q", in.InstanceID, f.name)
+		}
+	}
+	if in.TestPatch == "" && in.EvalScript == "" {
+		return fmt.Errorf("instance %s: missing field \"test_patch\" (or an eval_script)", in.InstanceID)
+	}
+	if len(in.FailToPass) == 0 {
+		return fmt.Errorf("instance %s: field \"FAIL_TO_PASS\" is empty", in.InstanceID)
+	}
+	switch in.Split {
+	case "", "train", "test":
+	default:
+		return fmt.Errorf("instance %s: field \"split\" is %q, want \"train\" or \"test\"", in.InstanceID, in.Split)
+	}
 	return nil
 }
 

@@ -1,0 +1,403 @@
+package task
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/swetui/swetui/config"
+)
+
+// MiniSource is the data.source value that selects the embedded suite.
+const MiniSource = "mini"
+
+// Split names.
+const (
+	SplitTrain = "train"
+	SplitTest  = "test"
+	SplitAll   = "all"
+)
+
+// Load returns the instances cfg selects: the embedded suite (whose tests
+// run in sandbox.image) or a dataset file (data.source), the split, the include/exclude lists and
+// data.train_limit, in dataset order. Every instance is validated and its
+// execution fields filled from the spec table. A dataset file is streamed:
+// only the selected instances are kept.
+func Load(ctx context.Context, cfg config.Config) ([]Instance, error) {
+	d := cfg.Data
+	sel, err := newSelector(d)
+	if err != nil {
+		return nil, err
+	}
+	if d.Source == MiniSource {
+		suite, err := GenerateMini(d.MiniSeed, d.MiniTasks, d.TestFrac, cfg.Sandbox.Image)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range suite.Tasks {
+			if err := sel.offer(t.Instance, ""); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		err := scan(ctx, d.Source, func(in Instance, where string) error {
+			if err := in.Validate(); err != nil {
+				return err
+			}
+			if in.Split == "" {
+				in.Split = SplitTrain
+				if IsTest(in.InstanceID, d.TestFrac) {
+					in.Split = SplitTest
+				}
+			}
+			in.ApplySpec()
+			return sel.offer(in, where)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sel.result(d.Source)
+}
+
+// Scan streams the instances of a dataset file (.jsonl, .json, .parquet) to
+// fn in file order, one at a time, as decoded (not validated, spec not
+// applied). An error names the file and the line or row.
+func Scan(ctx context.Context, path string, fn func(Instance) error) error {
+	return scan(ctx, path, func(in Instance, _ string) error { return fn(in) })
+}
+
+// IsTest reports whether an instance id falls in the held-out test split for
+// a test fraction. It hashes the id, so the split of a task never changes
+// when tasks are added to or removed from a dataset.
+func IsTest(instanceID string, fraction float64) bool {
+	h := fnv.New64a()
+	h.Write([]byte(instanceID))
+	return float64(h.Sum64()>>11)/(1<<53) < fraction
+}
+
+// selector applies the split, include/exclude lists, the train limit and
+// the duplicate check to a stream of instances.
+type selector struct {
+	split    string
+	limit    int
+	include  map[string]bool
+	exclude  map[string]bool
+	seen     map[string]string // instance id -> where it was first seen
+	found    map[string]bool   // included ids met in the stream
+	selected []Instance
+}
+
+func newSelector(d config.Data) (*selector, error) {
+	switch d.Split {
+	case SplitTrain, SplitTest, SplitAll:
+	default:
+		return nil, fmt.Errorf("load: data.split = %q, want train, test or all", d.Split)
+	}
+	s := &selector{split: d.Split, include: set(d.Include), exclude: set(d.Exclude),
+		seen: map[string]string{}, found: map[string]bool{}}
+	// train_limit bounds what is trained on; the held-out split is never cut.
+	if d.Split != SplitTest {
+		s.limit = d.TrainLimit
+	}
+	return s, nil
+}
+
+func set(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+func (s *selector) offer(in Instance, where string) error {
+	if first, dup := s.seen[in.InstanceID]; dup {
+		if first != "" {
+			return fmt.Errorf("duplicate instance_id %q (first at %s)", in.InstanceID, first)
+		}
+		return fmt.Errorf("duplicate instance_id %q", in.InstanceID)
+	}
+	s.seen[in.InstanceID] = where
+	if len(s.include) > 0 {
+		if !s.include[in.InstanceID] {
+			return nil
+		}
+		s.found[in.InstanceID] = true
+	}
+	if s.exclude[in.InstanceID] {
+		return nil
+	}
+	if s.split != SplitAll && in.Split != s.split {
+		return nil
+	}
+	if s.limit > 0 && len(s.selected) >= s.limit {
+		return nil
+	}
+	s.selected = append(s.selected, in)
+	return nil
+}
+
+func (s *selector) result(source string) ([]Instance, error) {
+	var missing []string
+	for id := range s.include {
+		if !s.found[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("load %s: data.include names instance ids not in the dataset: %s",
+			source, strings.Join(missing, ", "))
+	}
+	return s.selected, nil
+}
+
+// scan decodes a dataset file record by record; where is "file:line" or
+// "file: row N". Errors from fn are wrapped with where.
+func scan(ctx context.Context, path string, fn func(in Instance, where string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("load dataset: %w", err)
+	}
+	defer f.Close()
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".jsonl", ".ndjson":
+		return scanJSONL(ctx, path, f, fn)
+	case ".json":
+		// Hugging Face's to_json writes JSON lines under a .json name.
+		br := bufio.NewReaderSize(f, 1<<16)
+		first, err := firstByte(br)
+		if err != nil {
+			return fmt.Errorf("load %s: %w", path, err)
+		}
+		if first == '[' {
+			return scanJSONArray(ctx, path, br, fn)
+		}
+		return scanJSONL(ctx, path, br, fn)
+	case ".parquet":
+		return scanParquet(ctx, path, f, fn)
+	default:
+		return fmt.Errorf("load %s: unknown dataset format %q (want .jsonl, .json or .parquet)", path, ext)
+	}
+}
+
+func firstByte(br *bufio.Reader) (byte, error) {
+	for i := 1; ; i++ {
+		b, err := br.Peek(i)
+		if err == io.EOF {
+			return 0, errors.New("empty file")
+		}
+		if err != nil {
+			return 0, err
+		}
+		c := b[i-1]
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return c, nil
+		}
+	}
+}
+
+func scanJSONL(ctx context.Context, path string, r io.Reader, fn func(Instance, string) error) error {
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, 1<<16)
+	}
+	for line := 1; ; line++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// ReadBytes has no line-length limit: problem statements can be long.
+		b, err := br.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("load %s:%d: %w", path, line, err)
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			where := fmt.Sprintf("%s:%d", path, line)
+			in, derr := decodeRecord(t)
+			if derr != nil {
+				return fmt.Errorf("load %s: %w", where, derr)
+			}
+			if ferr := fn(in, where); ferr != nil {
+				return fmt.Errorf("load %s: %w", where, ferr)
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+func scanJSONArray(ctx context.Context, path string, r io.Reader, fn func(Instance, string) error) error {
+	lt := &lineTracker{r: r}
+	dec := json.NewDecoder(lt)
+	syntaxErr := func(err error) error {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = errors.New("unexpected end of file: the JSON array is not closed")
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("load %s:%d: %w", path, lt.lineAt(se.Offset), err)
+		}
+		return fmt.Errorf("load %s:%d: %w", path, lt.lineAt(dec.InputOffset()), err)
+	}
+	if _, err := dec.Token(); err != nil { // the opening '['
+		return syntaxErr(err)
+	}
+	for record := 1; dec.More(); record++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return syntaxErr(err)
+		}
+		start := dec.InputOffset() - int64(len(raw))
+		where := fmt.Sprintf("%s:%d (record %d)", path, lt.lineAt(start), record)
+		in, err := decodeRecord(raw)
+		if err != nil {
+			return fmt.Errorf("load %s: %w", where, err)
+		}
+		if err := fn(in, where); err != nil {
+			return fmt.Errorf("load %s: %w", where, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing ']'
+		return syntaxErr(err)
+	}
+	return nil
+}
+
+// lineTracker counts newlines in what the JSON decoder reads so that a byte
+// offset can be turned into a line number. It keeps only the newline offsets
+// not yet asked about, so memory stays bounded by the decoder's read-ahead.
+type lineTracker struct {
+	r      io.Reader
+	pos    int64
+	nl     []int64 // offsets of newlines not yet passed by a query
+	passed int     // newlines before the last queried offset
+}
+
+func (t *lineTracker) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	for i, c := range p[:n] {
+		if c == '\n' {
+			t.nl = append(t.nl, t.pos+int64(i))
+		}
+	}
+	t.pos += int64(n)
+	return n, err
+}
+
+// lineAt returns the 1-based line of a byte offset; offsets must not go
+// backwards between calls.
+func (t *lineTracker) lineAt(off int64) int {
+	i := sort.Search(len(t.nl), func(i int) bool { return t.nl[i] >= off })
+	t.passed += i
+	t.nl = t.nl[i:]
+	return t.passed + 1
+}
+
+func scanParquet(ctx context.Context, path string, f *os.File, fn func(Instance, string) error) (err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("load %s: %w", path, err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return fmt.Errorf("load %s: not a parquet file: %w", path, err)
+	}
+	defer func() {
+		// parquet-go panics on some corrupt pages; report them as errors.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("load %s: corrupt parquet file: %v", path, p)
+		}
+	}()
+	cols := pf.Schema().Columns()
+	repeated := make([]bool, len(cols))
+	for i, c := range cols {
+		leaf, _ := pf.Schema().Lookup(c...)
+		repeated[i] = leaf.MaxRepetitionLevel > 0
+	}
+	rd := parquet.NewReader(pf)
+	defer rd.Close()
+	buf := make([]parquet.Row, 64)
+	row := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, rerr := rd.ReadRows(buf)
+		for _, r := range buf[:n] {
+			row++
+			where := fmt.Sprintf("%s: row %d", path, row)
+			in, err := decodeParquetRow(r, cols, repeated)
+			if err != nil {
+				return fmt.Errorf("load %s: %w", where, err)
+			}
+			if err := fn(in, where); err != nil {
+				return fmt.Errorf("load %s: %w", where, err)
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("load %s: row %d: %w", path, row+1, rerr)
+		}
+	}
+}
+
+// decodeParquetRow maps a row's top-level columns to record fields: scalar
+// leaves become strings, repeated leaves (list<string>) become lists.
+func decodeParquetRow(r parquet.Row, cols [][]string, repeated []bool) (Instance, error) {
+	scalars := map[string]string{}
+	lists := map[string][]string{}
+	for _, v := range r {
+		c := v.Column()
+		if c < 0 || c >= len(cols) {
+			continue
+		}
+		name := cols[c][0]
+		if repeated[c] {
+			if _, ok := lists[name]; !ok {
+				lists[name] = []string{}
+			}
+			if !v.IsNull() {
+				lists[name] = append(lists[name], valueString(v))
+			}
+			continue
+		}
+		if !v.IsNull() {
+			scalars[name] = valueString(v)
+		}
+	}
+	raw := make(map[string]json.RawMessage, len(scalars)+len(lists))
+	for k, s := range scalars {
+		raw[k], _ = json.Marshal(s)
+	}
+	for k, l := range lists {
+		raw[k], _ = json.Marshal(l)
+	}
+	return decodeFields(raw)
+}
+
+func valueString(v parquet.Value) string {
+	switch v.Kind() {
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return string(v.ByteArray())
+	default:
+		return v.String()
+	}
+}

@@ -1,0 +1,140 @@
+package task
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const realdata = "../../shared/realdata"
+
+func TestSpecFor(t *testing.T) {
+	tests := []struct {
+		repo, version string
+		wantCmd       string
+		wantParser    string
+		wantOK        bool
+	}{
+		{"django/django", "3.0", "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1", ParserDjango, true},
+		{"django/django", "1.9", "./tests/runtests.py --verbosity 2", ParserDjango, true},
+		{"sympy/sympy", "1.1", "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose", ParserSympy, true},
+		{"astropy/astropy", "5.1", "pytest -rA", ParserPytestV2, true},
+		{"astropy/astropy", "1.3", "pytest -rA -vv -o console_output_style=classic --tb=no -p no:nose", ParserPytestV2, true},
+		{"matplotlib/matplotlib", "3.5", "pytest -rA", ParserMatplotlib, true},
+		{"scikit-learn/scikit-learn", "0.22", "pytest -rA", ParserPytestV2, true},
+		{"pytest-dev/pytest", "5.4", "pytest -rA", ParserPytest, true},
+		{"sphinx-doc/sphinx", "3.5", "tox --current-env -epy39 -v --", ParserPytestV2, true},
+		{"psf/requests", "2.3", "pytest -rA", ParserPytestOptions, true},
+		{"pallets/flask", "2.0", "pytest -rA", ParserPytest, true},
+		{"pydata/xarray", "0.12", "pytest -rA", ParserPytest, true},
+		{"pylint-dev/pylint", "2.15", "pytest -rA", ParserPytestOptions, true},
+		{"mwaskom/seaborn", "0.12", "pytest --no-header -rA", ParserSeaborn, true},
+		{"acme/unknown", "1.0", "", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.repo+"@"+tt.version, func(t *testing.T) {
+			s, ok := SpecFor(tt.repo, tt.version)
+			if ok != tt.wantOK || s.TestCmd != tt.wantCmd || s.LogParser != tt.wantParser {
+				t.Fatalf("SpecFor = %+v, %v; want cmd %q parser %q ok %v", s, ok, tt.wantCmd, tt.wantParser, tt.wantOK)
+			}
+			if ok && !strings.Contains(s.Setup, "conda activate testbed") {
+				t.Fatalf("setup %q does not activate the testbed environment", s.Setup)
+			}
+		})
+	}
+	if n := len(SpecRepos()); n != 12 {
+		t.Fatalf("spec table has %d repositories, want the 12 common SWE-bench ones", n)
+	}
+}
+
+func TestTestDirectives(t *testing.T) {
+	patch := func(paths ...string) string {
+		var b strings.Builder
+		for _, p := range paths {
+			b.WriteString("diff --git a/" + p + " b/" + p + "\n--- a/" + p + "\n+++ b/" + p + "\n@@ -1 +1 @@\n-a\n+b\n")
+		}
+		return b.String()
+	}
+	tests := []struct {
+		name, repo, patch string
+		want              []string
+	}{
+		{"pytest files", "psf/requests", patch("tests/test_utils.py", "tests/data/x.json"), []string{"tests/test_utils.py"}},
+		{"django modules", "django/django", patch("tests/forms_tests/tests/test_forms.py", "tests/file_storage/models.py"),
+			[]string{"forms_tests.tests.test_forms", "file_storage.models"}},
+		{"data files dropped", "pallets/flask", patch("tests/static/config.toml", "tests/test_config.py", "docs/x.md"), []string{"tests/test_config.py"}},
+		{"none", "pallets/flask", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := TestDirectives(tt.repo, tt.patch); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSpecMatchesHarnessLogs rebuilds the test command of each official
+// harness evaluation in shared/realdata from its test patch alone.
+func TestSpecMatchesHarnessLogs(t *testing.T) {
+	f, err := os.Open(filepath.Join(realdata, "harness_logs", "index.jsonl"))
+	if err != nil {
+		t.Skipf("real data not available: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	n := 0
+	for sc.Scan() {
+		var rec struct {
+			InstanceID string `json:"instance_id"`
+			Repo       string `json:"repo"`
+			TestCmd    string `json:"test_cmd"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		script, err := os.ReadFile(filepath.Join(realdata, "harness_logs", rec.InstanceID, "eval.sh"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testPatch := heredoc(string(script), "git apply -v - <<'EOF_114329324912'\n", "EOF_114329324912")
+		in := Instance{InstanceID: rec.InstanceID, Repo: rec.Repo, TestPatch: testPatch}
+		if !in.ApplySpec() {
+			t.Errorf("%s: repo %s not in the spec table", rec.InstanceID, rec.Repo)
+			continue
+		}
+		got, err := in.TestCommand()
+		if err != nil || got != rec.TestCmd {
+			t.Errorf("%s: test command\n got %q (%v)\nwant %q", rec.InstanceID, got, err, rec.TestCmd)
+		}
+		n++
+	}
+	if n < 25 {
+		t.Fatalf("checked %d harness logs, want the 30 in realdata", n)
+	}
+}
+
+func heredoc(s, open, close string) string {
+	i := strings.Index(s, open)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(open):]
+	if j := strings.Index(s, "\n"+close); j >= 0 {
+		return s[:j+1]
+	}
+	return s
+}
+
+func TestTestCommandNeedsCmd(t *testing.T) {
+	in := Instance{InstanceID: "acme__w-1", Repo: "acme/w"}
+	in.ApplySpec()
+	if _, err := in.TestCommand(); err == nil || !strings.Contains(err.Error(), "acme__w-1") {
+		t.Fatalf("error %v, want one naming the instance", err)
+	}
+}
