@@ -62,7 +62,11 @@ func bounds(vals []float64, fixed *[2]float64) (lo, hi float64) {
 		return 0, 1
 	}
 	if hi-lo < 1e-12 {
-		pad := math.Max(math.Abs(lo)*0.1, 0.5)
+		// A flat series sits mid-chart, in a range that keeps its sign.
+		pad := math.Abs(lo) / 2
+		if pad == 0 {
+			pad = 0.5
+		}
 		return lo - pad, hi + pad
 	}
 	return lo, hi

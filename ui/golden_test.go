@@ -109,3 +109,24 @@ func zoomOn(name string) func(t *testing.T, m *Model) {
 		press(m, "enter")
 	}
 }
+
+// TestViewFitsAnySize: whatever the terminal's size and the console's mode,
+// the view is exactly the terminal's size (no spill, no panic), down to
+// sizes too small to be useful.
+func TestViewFitsAnySize(t *testing.T) {
+	modes := map[string][]string{
+		"plain": nil, "help": {"?"}, "zoom": {"enter"}, "events": {"shift+tab", "enter"},
+		"raw": {"tab", "c"}, "issue": {"i"}, "quit": {"q"}, "containers": {"tab", "tab"},
+	}
+	for _, size := range [][2]int{{1, 1}, {10, 3}, {20, 5}, {40, 12}, {69, 20}, {79, 23}, {100, 30}, {120, 40}, {300, 80}} {
+		for name, ks := range modes {
+			m := newTestModel(&fakeCtrl{}, 80, 24)
+			feed(m, runEvents(12)...)
+			press(m, ks...)
+			m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
+			t.Run(fmt.Sprintf("%dx%d_%s", size[0], size[1], name), func(t *testing.T) {
+				checkFrame(t, m.View(), size[0], size[1])
+			})
+		}
+	}
+}
