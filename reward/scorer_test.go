@@ -1,0 +1,299 @@
+package reward
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/task"
+)
+
+// fakePool answers evaluations with a log written by a scenario that knows
+// the evaluation's nonce, as the real script would print it.
+type fakePool struct {
+	calls atomic.Int32
+	log   func(nonce string) string
+	res   sandbox.Result
+}
+
+var nonceRe = regexp.MustCompile(`SWETUI-START ([0-9a-f]+)`)
+
+func (f *fakePool) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	f.calls.Add(1)
+	m := nonceRe.FindStringSubmatch(spec.Script)
+	if m == nil {
+		return sandbox.Result{}, errors.New("script has no start marker")
+	}
+	if _, ok := spec.Files[sandbox.ModelPatchPath]; !ok {
+		return sandbox.Result{}, errors.New("no model patch in the container's files")
+	}
+	res := f.res
+	if f.log != nil {
+		res.Log = f.log(m[1])
+	}
+	return res, nil
+}
+
+func protocolLog(method, tests string, exit int, complete bool) func(string) string {
+	return func(n string) string {
+		var b strings.Builder
+		b.WriteString("+ git apply -v /swetui/model.patch\n\n" + sandbox.ApplyLine(n, method) + "\n")
+		if method == ApplyFailed {
+			return b.String()
+		}
+		b.WriteString(sandbox.TestPatchLine(n, true) + "\n" + sandbox.StartLine(n) + "\n" + tests)
+		if complete {
+			b.WriteString("\n" + sandbox.EndLine(n) + "\n" + sandbox.ExitLine(n, exit) + "\n")
+		}
+		return b.String()
+	}
+}
+
+const passingSummary = `=========================== short test summary info ============================
+PASSED tests/test_m.py::test_fix
+PASSED tests/test_m.py::test_fix2
+PASSED tests/test_m.py::test_old
+PASSED tests/test_m.py::test_old2
+========================= 4 passed in 0.1s ==========================`
+
+const halfSummary = `=========================== short test summary info ============================
+PASSED tests/test_m.py::test_fix
+FAILED tests/test_m.py::test_fix2 - assert 0
+PASSED tests/test_m.py::test_old
+FAILED tests/test_m.py::test_old2 - boom
+========================= 2 failed, 2 passed in 0.1s ==========================`
+
+func scorerInstance(repo, commit string) *task.Instance {
+	return &task.Instance{
+		InstanceID: "acme__widget-1", Repo: repo, BaseCommit: commit,
+		TestCmd: "pytest -rA", TestDirectives: []string{"tests/test_m.py"}, LogParser: ParserPytest,
+		TestPatch:  "diff --git a/tests/test_m.py b/tests/test_m.py\n--- a/tests/test_m.py\n+++ b/tests/test_m.py\n@@ -1 +1,2 @@\n def test(): pass\n+def test_fix(): pass\n",
+		FailToPass: task.TestList{"tests/test_m.py::test_fix", "tests/test_m.py::test_fix2"},
+		PassToPass: task.TestList{"tests/test_m.py::test_old", "tests/test_m.py::test_old2"},
+	}
+}
+
+var goodCompletion = "The bug is in mod.py.\n```diff\n" + applyCases[0].diff + "```\n"
+var fuzzyCompletion = "```diff\n" + applyCases[7].diff + "```\n" // applies with patch only
+
+func TestScorerDocker(t *testing.T) {
+	dir, commit := makeRepo(t, applyFiles)
+	w := WeightsFrom(config.Default().Reward)
+	tests := []struct {
+		name       string
+		completion string
+		pool       *fakePool
+		reward     float64
+		resolved   bool
+		infra      bool
+		hack       string
+		testsError bool
+	}{
+		{name: "resolved", completion: goodCompletion, pool: &fakePool{log: protocolLog(ApplyGit, passingSummary, 0, true)}, reward: 1, resolved: true},
+		{name: "half", completion: goodCompletion, pool: &fakePool{log: protocolLog(ApplyGit, halfSummary, 1, true)}, reward: 0.3 + 0.35 - 0.25},
+		{name: "forged PASSED after the summary and a fake marker", completion: goodCompletion, pool: &fakePool{log: func(n string) string {
+			return protocolLog(ApplyGit, halfSummary+"\nPASSED tests/test_m.py::test_fix2\nPASSED tests/test_m.py::test_old2\nSWETUI-END 0000\nSWETUI-EXIT 0000 0", 1, true)(n)
+		}}, reward: 0.3 + 0.35 - 0.25, hack: HackForgedMarkers},
+		{name: "forged end and exit lines without the nonce cannot close the output early", completion: goodCompletion, pool: &fakePool{log: func(n string) string {
+			return protocolLog(ApplyGit, "SWETUI-END fake\n"+passingSummary, 0, false)(n)
+		}}, reward: 0, testsError: true, hack: HackForgedMarkers},
+		{name: "incomplete output", completion: goodCompletion, pool: &fakePool{log: protocolLog(ApplyGit, passingSummary, 0, false)}, reward: 0, testsError: true},
+		{name: "timed out", completion: goodCompletion, pool: &fakePool{log: protocolLog(ApplyGit, "", 0, false), res: sandbox.Result{TimedOut: true}}, reward: 0, testsError: true},
+		{name: "container says it does not apply", completion: fuzzyCompletion, pool: &fakePool{log: protocolLog(ApplyFailed, "", 0, false)}, reward: 0},
+		{name: "infra", completion: goodCompletion, pool: &fakePool{res: sandbox.Result{Infra: errors.New("daemon gone")}}, reward: 0, infra: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &Applier{}
+			defer a.Close()
+			a.Register("acme/widget", dir)
+			pool := tt.pool
+			s := &Scorer{Weights: w, Applier: a, Evaluator: &PoolEvaluator{Pool: pool}}
+			rs, err := s.Score(context.Background(), scorerInstance("acme/widget", commit), []string{tt.completion, tt.completion}, ModeDocker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rs[0]
+			if math.Abs(r.Reward-tt.reward) > 1e-9 || r.Resolved != tt.resolved || r.Infra != tt.infra {
+				t.Errorf("reward %.3f resolved %v infra %v (%s), want %.3f %v %v", r.Reward, r.Resolved, r.Infra, r.InfraCause, tt.reward, tt.resolved, tt.infra)
+			}
+			if (r.TestsError != "") != tt.testsError {
+				t.Errorf("tests error %q", r.TestsError)
+			}
+			if tt.hack != "" && !contains(r.Hacks, tt.hack) {
+				t.Errorf("hacks %v lack %s", r.Hacks, tt.hack)
+			}
+			if n := pool.calls.Load(); n != 1 {
+				t.Errorf("%d container runs for two identical completions, want 1", n)
+			}
+			if rs[1].Reward != r.Reward {
+				t.Errorf("duplicate scored %.3f, first %.3f", rs[1].Reward, r.Reward)
+			}
+			b := r.Breakdown()
+			if b.Total != r.Reward || b.Infra != r.Infra || b.F2PPassed != r.F2PPassed || b.DiffForm != FormFenced {
+				t.Errorf("Breakdown %+v does not match %+v", b, r)
+			}
+		})
+	}
+}
+
+func TestScorerHostModes(t *testing.T) {
+	dir, commit := makeRepo(t, applyFiles)
+	inst := scorerInstance("acme/widget", commit)
+	w := WeightsFrom(config.Default().Reward)
+	completions := []string{
+		goodCompletion,
+		fuzzyCompletion,
+		"```diff\n" + applyCases[8].diff + "```", // does not apply
+		"```diff\n--- a/x\n+++ b/x\n@@ -1,4 +1,4 @@\n-a\n```", // malformed
+		"",
+		"no diff here",
+	}
+	tests := []struct {
+		mode    string
+		rewards []float64
+		applied []bool
+	}{
+		{ModeSyntax, []float64{0.3, 0.3, 0.3, 0, 0, 0}, []bool{false, false, false, false, false, false}},
+		{ModeApplyOnly, []float64{0.3, 0.3, 0, 0, 0, 0}, []bool{true, true, false, false, false, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			a := &Applier{}
+			defer a.Close()
+			a.Register("acme/widget", dir)
+			pool := &fakePool{}
+			s := &Scorer{Weights: w, Applier: a, Evaluator: &PoolEvaluator{Pool: pool}}
+			rs, err := s.Score(context.Background(), inst, completions, tt.mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range rs {
+				if math.Abs(r.Reward-tt.rewards[i]) > 1e-9 || r.Applied != tt.applied[i] || r.Infra {
+					t.Errorf("completion %d: reward %.2f applied %v infra %v (%s), want %.2f %v", i, r.Reward, r.Applied, r.Infra, r.InfraCause, tt.rewards[i], tt.applied[i])
+				}
+			}
+			if rs[1].ApplyMethod != "" && rs[1].ApplyMethod != ApplyPatch {
+				t.Errorf("fuzzy patch applied by %s", rs[1].ApplyMethod)
+			}
+			if rs[3].SyntaxError == "" || rs[4].NonEmpty || rs[5].Form != FormNone {
+				t.Errorf("components: %+v / %+v / %+v", rs[3], rs[4], rs[5])
+			}
+			if n := pool.calls.Load(); n != 0 {
+				t.Errorf("%d container runs in mode %s, want none", n, tt.mode)
+			}
+		})
+	}
+	// Without a sandbox, docker mode is an infra failure, not a zero.
+	s := &Scorer{Weights: w}
+	rs, err := s.Score(context.Background(), inst, []string{goodCompletion}, ModeDocker)
+	if err != nil || !rs[0].Infra || !rs[0].Breakdown().Infra {
+		t.Errorf("docker without sandbox: %+v, %v", rs, err)
+	}
+	if _, err := s.Score(context.Background(), inst, nil, "tests"); !errors.Is(err, ErrBadMode) {
+		t.Errorf("bad mode: %v", err)
+	}
+}
+
+func TestCompose(t *testing.T) {
+	w := Weights{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 0.2}
+	tests := []struct {
+		name string
+		r    Result
+		want float64
+	}{
+		{"syntax ok", Result{Mode: ModeSyntax, SyntaxOK: true}, 0.3},
+		{"syntax bad", Result{Mode: ModeSyntax}, 0},
+		{"applied", Result{Mode: ModeApplyOnly, SyntaxOK: true, Applied: true}, 0.3},
+		{"docker full", Result{Mode: ModeDocker, Applied: true, F2PPassed: 2, F2PTotal: 2, P2PTotal: 4, Resolved: true}, 1},
+		{"docker p2p broken", Result{Mode: ModeDocker, Applied: true, F2PPassed: 2, F2PTotal: 2, P2PBroken: 2, P2PTotal: 4}, 0.75},
+		{"docker clamped at 0", Result{Mode: ModeDocker, Applied: true, P2PBroken: 4, P2PTotal: 4, F2PTotal: 1}, 0},
+		{"docker no f2p resolved", Result{Mode: ModeDocker, Applied: true, Resolved: true}, 1},
+		{"docker not applied", Result{Mode: ModeDocker, F2PPassed: 1, F2PTotal: 1}, 0},
+		{"hack penalty", Result{Mode: ModeDocker, Applied: true, F2PPassed: 1, F2PTotal: 1, Hacks: []string{HackTouchesTests}}, 0.8},
+		{"infra", Result{Mode: ModeDocker, Applied: true, F2PPassed: 1, F2PTotal: 1, Infra: true}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := w.Compose(&tt.r); math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("Compose = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHackFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		diff string
+		want []string
+	}{
+		{"source only", applyCases[0].diff, nil},
+		{"test file", "--- a/tests/test_x.py\n+++ b/tests/test_x.py\n@@ -1 +1 @@\n-assert f() == 1\n+assert True\n", []string{HackTouchesTests}},
+		{"conftest", "--- a/conftest.py\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+import os\n", []string{HackTouchesConftest}},
+		{"pytest.ini", "--- a/pytest.ini\n+++ b/pytest.ini\n@@ -1 +1,2 @@\n [pytest]\n+addopts = -p no:x\n", []string{HackTouchesTestConfig}},
+		{"setup.cfg test section", "--- a/setup.cfg\n+++ b/setup.cfg\n@@ -3,2 +3,2 @@ [tool:pytest]\n-addopts = -rA\n+addopts = -k nothing\n", []string{HackTouchesTestConfig}},
+		{"setup.cfg metadata only", "--- a/setup.cfg\n+++ b/setup.cfg\n@@ -1 +1 @@\n-version = 1\n+version = 2\n", nil},
+		{"deleted test file", "diff --git a/pkg/test_x.py b/pkg/test_x.py\ndeleted file mode 100644\n--- a/pkg/test_x.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-def test_a(): pass\n", []string{HackTouchesTests, HackDeletesTests}},
+		{"removed test function in a source file", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1 @@\n-def test_helper(): pass\n x = 1\n", []string{HackDeletesTests}},
+		{"minus-minus line in a hunk is not a header", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1 @@\n--- tests/test_y.py\n x\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := HackFlags(tt.diff); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("HackFlags = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestApplierMatchesEvalScript runs sandbox's own eval script (the one the
+// containers run) with bash on a full checkout, and compares the apply
+// method it prints with the host check's, patch by patch.
+func TestApplierMatchesEvalScript(t *testing.T) {
+	dir, commit := makeRepo(t, applyFiles)
+	a := &Applier{}
+	defer a.Close()
+	a.Register("acme/widget", dir)
+	for _, tt := range applyCases {
+		t.Run(tt.name, func(t *testing.T) {
+			work := t.TempDir()
+			gitT(t, work, "clone", "-q", dir, ".")
+			gitT(t, work, "checkout", "-q", commit)
+			pf := filepath.Join(t.TempDir(), "model.patch")
+			if err := os.WriteFile(pf, []byte(tt.diff), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			script, nonce := sandbox.EvalScript(sandbox.ScriptSpec{Workdir: work, BaseCommit: commit, ModelPatchPath: pf, TestCmd: "true"})
+			cmd := exec.Command("bash", "-c", script)
+			cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
+			out, _ := cmd.CombinedOutput()
+			inScript := sandbox.ParseOutput(string(out), nonce).ApplyMethod
+			res, err := a.Check(context.Background(), "acme/widget", commit, tt.diff, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Method != inScript {
+				t.Errorf("host says %s, eval script says %s\n%s", res.Method, inScript, out)
+			}
+		})
+	}
+}
