@@ -30,7 +30,7 @@ type diffPane struct {
 	st     *state
 	mode   diffMode
 	cur    *train.CompletionScored
-	id     string // identity of what lines hold
+	id     diffKey // what lines hold
 	lines  []string
 	scroll scroller
 }
@@ -61,23 +61,41 @@ func (p *diffPane) toggle(m diffMode) {
 }
 
 func (p *diffPane) SetSize(w, h int) {
-	resized := w != p.w
 	p.frame.SetSize(w, h)
-	if resized && p.mode != modeDiff {
-		p.id = "" // wrapped text depends on the width
+	p.refresh() // wrapped text depends on the width
+}
+
+// diffKey identifies what the pane's lines were built from.
+type diffKey struct {
+	ok                 bool
+	step, group, index int
+	instance           string
+	mode               diffMode
+	width              int // wrapped modes only
+	diffLen, textLen   int // a rescored or replaced completion rebuilds
+}
+
+func (p *diffPane) key() diffKey {
+	c := p.cur
+	if c == nil {
+		return diffKey{}
 	}
-	p.refresh()
+	k := diffKey{ok: true, step: c.Step, group: c.Group, index: c.Index, instance: c.InstanceID, mode: p.mode,
+		diffLen: len(c.Diff), textLen: len(c.Completion) + len(c.IssueText)}
+	if p.mode != modeDiff {
+		k.width = p.w
+	}
+	return k
 }
 
 func (p *diffPane) refresh() {
-	id := ""
-	if c := p.cur; c != nil {
-		id = fmt.Sprintf("%d/%d/%d/%s/%d/%d/%d", c.Step, c.Group, c.Index, c.InstanceID, len(c.Diff), len(c.Completion), p.mode)
-	}
+	id := p.key()
 	if id == p.id {
 		return
 	}
-	if p.id == "" || !sameCompletion(p.id, id) {
+	// The same completion in the same mode keeps its scroll position.
+	if id.step != p.id.step || id.group != p.id.group || id.index != p.id.index ||
+		id.instance != p.id.instance || id.mode != p.id.mode {
 		p.scroll.top = 0
 	}
 	p.id = id
@@ -102,14 +120,6 @@ func (p *diffPane) refresh() {
 		}
 		p.lines = wrap(c.IssueText, p.w)
 	}
-}
-
-// sameCompletion tells whether two ids name the same completion and mode, so
-// that a rescored or growing completion keeps its scroll position.
-func sameCompletion(a, b string) bool {
-	pa, pb := strings.Split(a, "/"), strings.Split(b, "/")
-	return len(pa) == len(pb) && pa[0] == pb[0] && pa[1] == pb[1] && pa[2] == pb[2] && pa[3] == pb[3] &&
-		pa[len(pa)-1] == pb[len(pb)-1]
 }
 
 func wrap(text string, w int) []string {

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -68,6 +69,11 @@ func TestGolden(t *testing.T) {
 			feed(m, runEvents(40)...)
 			feed(m, train.Stopped{Step: 41, Reason: "max_steps"})
 		}},
+		{"stopped_error", func(t *testing.T, m *Model) {
+			feed(m, runEvents(40)...)
+			feed(m, train.Message{Level: train.Error, Text: "docker: daemon unreachable"},
+				train.Stopped{Step: 41, Reason: "reward pool failed", Err: errors.New("3 infra failures in a row")})
+		}},
 		{"help", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "?") }},
 		{"zoom_rewards", zoomOn("Rewards")},
 		{"zoom_group", zoomOn("Group")},
@@ -129,4 +135,13 @@ func TestViewFitsAnySize(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestGoldenNarrow: below 70 columns the body shows the focused pane alone.
+func TestGoldenNarrow(t *testing.T) {
+	m := newTestModel(&fakeCtrl{}, 60, 20)
+	feed(m, runEvents(40)...)
+	view := m.View()
+	checkFrame(t, view, 60, 20)
+	golden.RequireEqual(t, []byte(view))
 }

@@ -256,3 +256,26 @@ func wantSel(t *testing.T, m *Model, step, group, index int) {
 		t.Fatalf("selected %+v, want step %d %d.%d", c, step, group, index)
 	}
 }
+
+// TestDiffScrollKept: a completion that is rescored keeps the diff's scroll
+// position; selecting another completion starts at the top.
+func TestDiffScrollKept(t *testing.T) {
+	m := newTestModel(&fakeCtrl{}, 80, 24)
+	feed(m, runEvents(40)...)
+	focusOn(t, m, "Diff")
+	press(m, "j", "j", "j")
+	if m.diff.scroll.top != 3 {
+		t.Fatalf("top %d", m.diff.scroll.top)
+	}
+	again := groupEvents(40)[0].(train.CompletionScored)
+	again.Reward.Total = 0.9
+	feed(m, again)
+	if m.diff.scroll.top != 3 || m.diff.cur.Reward.Total != 0.9 {
+		t.Fatalf("rescored: top %d, reward %v", m.diff.scroll.top, m.diff.cur.Reward.Total)
+	}
+	focusOn(t, m, "Group")
+	press(m, "j")
+	if m.diff.scroll.top != 0 {
+		t.Fatalf("another completion kept top %d", m.diff.scroll.top)
+	}
+}

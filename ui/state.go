@@ -151,6 +151,7 @@ type state struct {
 	stopRequested bool
 	stopped       bool
 	stop          train.Stopped
+	stoppedAt     time.Time // freezes the elapsed clock
 	closed        bool // the event channel was closed
 
 	history  *ring[point]
@@ -250,7 +251,7 @@ func (s *state) apply(ev train.Event) {
 	case train.Message:
 		s.events.Push(entry{Time: orNow(e.Time, s.now), Level: e.Level, Text: e.Text})
 	case train.Stopped:
-		s.stopped, s.stop, s.inFlight = true, e, false
+		s.stopped, s.stop, s.inFlight, s.stoppedAt = true, e, false, s.now()
 		if e.Err != nil {
 			s.logf(train.Error, "stopped at step %d: %s: %v", e.Step, e.Reason, e.Err)
 		} else {
@@ -304,6 +305,9 @@ func (s *state) elapsed() time.Duration {
 	start := s.info.Started
 	if start.IsZero() {
 		start = s.created
+	}
+	if s.stopped && !s.stoppedAt.IsZero() {
+		return s.stoppedAt.Sub(start)
 	}
 	return s.now().Sub(start)
 }
