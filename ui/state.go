@@ -152,7 +152,7 @@ type state struct {
 	stopped       bool
 	stop          train.Stopped
 	stoppedAt     time.Time // freezes the elapsed clock
-	closed        bool // the event channel was closed
+	closed        bool      // the event channel was closed
 
 	history  *ring[point]
 	groups   *ring[*stepGroup]
