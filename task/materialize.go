@@ -72,6 +72,11 @@ func (s *MiniSuite) Materialize(ctx context.Context, cacheDir string) (map[strin
 		return nil, fmt.Errorf("materialize mini suite: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	// MkdirTemp makes 0700; the repositories may be read by other users
+	// (a container's uid 1000 through a bind mount).
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("materialize mini suite: %w", err)
+	}
 	dirs := map[string]bool{}
 	put := func(p string, data []byte) error {
 		full := filepath.Join(tmp, filepath.FromSlash(p))
