@@ -185,7 +185,7 @@ func (p *containersPane) worker(i int) string {
 	}
 	if p.w >= 90 {
 		return fmt.Sprintf("  %-3d %-4s %-28s %-12s %7s  %s", w.ID, state, cut(orDash(w.InstanceID, "-"), 28),
-			cut(orDash(w.ContainerID, "-"), 12), el, w.Status)
+			shortID(w.ContainerID), el, w.Status)
 	}
 	return fmt.Sprintf("  %-3d %-4s %-20s %6s  %s", w.ID, state, cut(orDash(w.InstanceID, "-"), 20), el, w.Status)
 }
@@ -203,4 +203,12 @@ func short(d time.Duration) string {
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	}
 	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// shortID is a container id as docker ps shows it: 12 characters.
+func shortID(id string) string {
+	if id == "" {
+		return "-"
+	}
+	return id[:min(len(id), 12)]
 }
