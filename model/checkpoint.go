@@ -1,0 +1,322 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// A checkpoint is a directory that Hugging Face transformers can also read
+// as a Llama/Qwen2 model:
+//
+//	config.json            architecture (HF names)
+//	model.safetensors      weights, HF names and [out, in] layout, float32
+//	optimizer.safetensors  AdamW moments (flat, model layout) and step  (optional)
+//	tokenizer.json         (optional)
+//	extra/<name>           trainer state: RNG, curriculum, data position… (optional)
+//
+// It is written to a temporary sibling directory, every file fsynced, then
+// renamed into place; an existing checkpoint of the same name is replaced
+// only after the new one is complete.
+
+// Checkpoint is what Save writes and Load returns.
+type Checkpoint struct {
+	Model     *Model
+	Optim     *AdamW
+	Tokenizer *Tokenizer
+	// Extra holds opaque trainer files by name (no path separators).
+	Extra map[string][]byte
+}
+
+// hfConfig is config.json as transformers writes it for Llama and Qwen2.
+type hfConfig struct {
+	Architectures     []string        `json:"architectures"`
+	ModelType         string          `json:"model_type"`
+	HiddenSize        int             `json:"hidden_size"`
+	IntermediateSize  int             `json:"intermediate_size"`
+	NumHeads          int             `json:"num_attention_heads"`
+	NumLayers         int             `json:"num_hidden_layers"`
+	NumKVHeads        int             `json:"num_key_value_heads,omitempty"`
+	HeadDim           int             `json:"head_dim,omitempty"`
+	VocabSize         int             `json:"vocab_size"`
+	MaxPositions      int             `json:"max_position_embeddings"`
+	RMSNormEps        float64         `json:"rms_norm_eps"`
+	RopeTheta         float64         `json:"rope_theta,omitempty"`
+	AttentionBias     *bool           `json:"attention_bias,omitempty"`
+	TieWordEmbeddings bool            `json:"tie_word_embeddings"`
+	HiddenAct         string          `json:"hidden_act,omitempty"`
+	TorchDtype        string          `json:"torch_dtype,omitempty"`
+	RopeScaling       json.RawMessage `json:"rope_scaling,omitempty"`
+}
+
+func (c Config) hf() hfConfig {
+	c = c.withDefaults()
+	arch, typ := "LlamaForCausalLM", "llama"
+	if c.AttnBias {
+		arch, typ = "Qwen2ForCausalLM", "qwen2"
+	}
+	return hfConfig{Architectures: []string{arch}, ModelType: typ, HiddenSize: c.DModel, IntermediateSize: c.DFF,
+		NumHeads: c.Heads, NumLayers: c.Layers, NumKVHeads: c.KVHeads, HeadDim: c.HeadDim, VocabSize: c.VocabSize,
+		MaxPositions: c.Context, RMSNormEps: c.NormEps, RopeTheta: c.RopeTheta, AttentionBias: &c.AttnBias,
+		HiddenAct: "silu", TorchDtype: "float32"}
+}
+
+func (h hfConfig) config() (Config, error) {
+	if len(h.RopeScaling) > 0 && string(h.RopeScaling) != "null" {
+		return Config{}, fmt.Errorf("config.json: rope_scaling %s is not supported", h.RopeScaling)
+	}
+	if h.HiddenAct != "" && h.HiddenAct != "silu" {
+		return Config{}, fmt.Errorf("config.json: hidden_act %q is not supported (want silu)", h.HiddenAct)
+	}
+	c := Config{Layers: h.NumLayers, DModel: h.HiddenSize, Heads: h.NumHeads, KVHeads: h.NumKVHeads,
+		HeadDim: h.HeadDim, DFF: h.IntermediateSize, Context: h.MaxPositions, VocabSize: h.VocabSize,
+		RopeTheta: h.RopeTheta, NormEps: h.RMSNormEps}
+	switch {
+	case h.AttentionBias != nil:
+		c.AttnBias = *h.AttentionBias
+	case h.ModelType == "qwen2":
+		c.AttnBias = true // Qwen2 always has q/k/v biases
+	}
+	c = c.withDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config.json: %w", err)
+	}
+	return c, nil
+}
+
+// hfLayout says whether a parameter is stored transposed in HF files:
+// linear weights are [out, in] there and [in, out] here; the embedding is
+// [vocab, d] in both.
+func transposed(p *Param) bool { return len(p.Shape) == 2 && p.Name != "model.embed_tokens.weight" }
+
+func transpose(src []float32, rows, cols int) []float32 {
+	dst := make([]float32, len(src))
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			dst[c*rows+r] = src[r*cols+c]
+		}
+	}
+	return dst
+}
+
+// Save writes ck to dir atomically. Model is required; the rest optional.
+func Save(dir string, ck Checkpoint) error {
+	if ck.Model == nil {
+		return fmt.Errorf("save checkpoint %s: no model", dir)
+	}
+	m := ck.Model
+	files := map[string][]byte{}
+	cfg, err := json.MarshalIndent(m.Cfg.hf(), "", "  ")
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s: config: %w", dir, err)
+	}
+	files["config.json"] = cfg
+	var ts []namedTensor
+	for i := range m.Params {
+		p := &m.Params[i]
+		t := namedTensor{name: p.Name, shape: p.Shape, data: p.W}
+		if transposed(p) {
+			t.shape = []int{p.Shape[1], p.Shape[0]}
+			t.data = transpose(p.W, p.Shape[0], p.Shape[1])
+		}
+		ts = append(ts, t)
+	}
+	if files["model.safetensors"], err = encodeSafetensors(ts, map[string]string{"format": "pt"}); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", dir, err)
+	}
+	if o := ck.Optim; o != nil {
+		if len(o.m) != len(m.data) {
+			return fmt.Errorf("save checkpoint %s: optimiser holds %d weights, model %d", dir, len(o.m), len(m.data))
+		}
+		meta := map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmtF(o.Beta1), "beta2": fmtF(o.Beta2),
+			"eps": fmtF(o.Eps), "weight_decay": fmtF(o.WeightDecay)}
+		if files["optimizer.safetensors"], err = encodeSafetensors([]namedTensor{
+			{"exp_avg", []int{len(o.m)}, o.m}, {"exp_avg_sq", []int{len(o.v)}, o.v}}, meta); err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", dir, err)
+		}
+	}
+	if ck.Tokenizer != nil {
+		if files["tokenizer.json"], err = ck.Tokenizer.MarshalJSON(); err != nil {
+			return fmt.Errorf("save checkpoint %s: tokenizer: %w", dir, err)
+		}
+	}
+	for name, data := range ck.Extra {
+		if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+			return fmt.Errorf("save checkpoint %s: extra file name %q is not a plain name", dir, name)
+		}
+		files[filepath.Join("extra", name)] = data
+	}
+	return writeDirAtomic(dir, files)
+}
+
+func fmtF(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func writeDirAtomic(dir string, files map[string][]byte) error {
+	dir = filepath.Clean(dir)
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", dir, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", dir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	for name, data := range files {
+		p := filepath.Join(tmp, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", dir, err)
+		}
+		if err := writeSynced(p, data); err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", dir, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "extra")); err == nil {
+		if err := syncDir(filepath.Join(tmp, "extra")); err != nil {
+			return err
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	var old string
+	if _, err := os.Stat(dir); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return fmt.Errorf("save checkpoint %s: move old aside: %w", dir, err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if old != "" {
+			os.Rename(old, dir)
+		}
+		return fmt.Errorf("save checkpoint %s: %w", dir, err)
+	}
+	ok = true
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	return syncDir(parent)
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Load reads a checkpoint directory: ours, or a Hugging Face Llama/Qwen2
+// model (config.json + model.safetensors, tied or untied embeddings; a tied
+// LM head is copied, and then trains untied). When want is non-nil, an
+// architecture that differs is refused with the first differing field.
+func Load(dir string, want *Config) (*Checkpoint, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	var h hfConfig
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: config.json: %w", dir, err)
+	}
+	cfg, err := h.config()
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	if want != nil {
+		if err := want.match(cfg); err != nil {
+			return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+		}
+	}
+	m, err := newEmpty(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	ts, _, err := readSafetensors(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	for i := range m.Params {
+		p := &m.Params[i]
+		t, ok := ts[p.Name]
+		if !ok && p.Name == "lm_head.weight" {
+			t, ok = ts["model.embed_tokens.weight"] // tied embeddings
+			if ok && !h.TieWordEmbeddings {
+				return nil, fmt.Errorf("load checkpoint %s: lm_head.weight missing and tie_word_embeddings is false", dir)
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("load checkpoint %s: tensor %s missing", dir, p.Name)
+		}
+		wantShape := p.Shape
+		if transposed(p) {
+			wantShape = []int{p.Shape[1], p.Shape[0]}
+		}
+		if !equalInts(t.shape, wantShape) {
+			return nil, fmt.Errorf("load checkpoint %s: tensor %s has shape %v, want %v", dir, p.Name, t.shape, wantShape)
+		}
+		if transposed(p) {
+			copy(p.W, transpose(t.data, wantShape[0], wantShape[1]))
+		} else {
+			copy(p.W, t.data)
+		}
+	}
+	ck := &Checkpoint{Model: m, Extra: map[string][]byte{}}
+	if ots, meta, err := readSafetensors(filepath.Join(dir, "optimizer.safetensors")); err == nil {
+		o := &AdamW{}
+		o.Step, err = strconv.Atoi(meta["step"])
+		if err != nil {
+			return nil, fmt.Errorf("load checkpoint %s: optimizer step %q: %w", dir, meta["step"], err)
+		}
+		for _, f := range []struct {
+			key string
+			dst *float64
+		}{{"beta1", &o.Beta1}, {"beta2", &o.Beta2}, {"eps", &o.Eps}, {"weight_decay", &o.WeightDecay}} {
+			if *f.dst, err = strconv.ParseFloat(meta[f.key], 64); err != nil {
+				return nil, fmt.Errorf("load checkpoint %s: optimizer %s %q: %w", dir, f.key, meta[f.key], err)
+			}
+		}
+		o.m, o.v = ots["exp_avg"].data, ots["exp_avg_sq"].data
+		if len(o.m) != len(m.data) || len(o.v) != len(m.data) {
+			return nil, fmt.Errorf("load checkpoint %s: optimizer state has %d/%d values for %d weights", dir, len(o.m), len(o.v), len(m.data))
+		}
+		ck.Optim = o
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
+		if ck.Tokenizer, err = LoadTokenizer(filepath.Join(dir, "tokenizer.json")); err != nil {
+			return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "extra"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			if ck.Extra[e.Name()], err = os.ReadFile(filepath.Join(dir, "extra", e.Name())); err != nil {
+				return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+			}
+		}
+	}
+	return ck, nil
+}
