@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -270,7 +271,7 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 		if transposed(p) {
 			wantShape = []int{p.Shape[1], p.Shape[0]}
 		}
-		if !equalInts(t.shape, wantShape) {
+		if !slices.Equal(t.shape, wantShape) {
 			return nil, fmt.Errorf("load checkpoint %s: tensor %s has shape %v, want %v", dir, p.Name, t.shape, wantShape)
 		}
 		if transposed(p) {

@@ -1,0 +1,66 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestGemmAgainstLoops checks the active BLAS (pure Go or OpenBLAS) on the
+// strided, transposed calls our attention kernels make.
+func TestGemmAgainstLoops(t *testing.T) {
+	t.Logf("BLAS: %s", BLASName())
+	if BLASName() == "" || (!strings.Contains(BLASName(), "OpenBLAS") && !strings.Contains(BLASName(), "Go")) {
+		t.Fatalf("BLASName() = %q", BLASName())
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	rnd := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	for _, tc := range []struct {
+		tA, tB  bool
+		m, n, k int
+	}{{false, false, 5, 7, 3}, {false, true, 6, 6, 4}, {true, false, 4, 3, 6}, {true, true, 3, 5, 2}} {
+		lda, ldb, ldc := 11, 13, 9
+		rowsA, rowsB := tc.m, tc.k
+		if tc.tA {
+			rowsA = tc.k
+		}
+		if tc.tB {
+			rowsB = tc.n
+		}
+		a, b, c := rnd(rowsA*lda), rnd(rowsB*ldb), rnd(tc.m*ldc)
+		want := append([]float32(nil), c...)
+		for i := 0; i < tc.m; i++ {
+			for j := 0; j < tc.n; j++ {
+				var s float64
+				for p := 0; p < tc.k; p++ {
+					var av, bv float32
+					if tc.tA {
+						av = a[p*lda+i]
+					} else {
+						av = a[i*lda+p]
+					}
+					if tc.tB {
+						bv = b[j*ldb+p]
+					} else {
+						bv = b[p*ldb+j]
+					}
+					s += float64(av) * float64(bv)
+				}
+				want[i*ldc+j] = float32(0.5*s) + 2*c[i*ldc+j]
+			}
+		}
+		gemm(tc.tA, tc.tB, tc.m, tc.n, tc.k, 0.5, a, lda, b, ldb, 2, c, ldc)
+		for i := range c {
+			if math.Abs(float64(c[i]-want[i])) > 1e-4 {
+				t.Fatalf("%+v: c[%d] = %v, want %v", tc, i, c[i], want[i])
+			}
+		}
+	}
+}
