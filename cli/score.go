@@ -1,8 +1,400 @@
 package cli
 
-import "context"
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/reward"
+	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/task"
+)
+
+// prediction is one line of SWE-bench's predictions format.
+type prediction struct {
+	InstanceID string  `json:"instance_id"`
+	Model      string  `json:"model_name_or_path"`
+	Patch      *string `json:"model_patch"` // nil: the harness's patch_is_None
+}
+
+// scoreEntry is one instance of the score report: the harness report's
+// fields, so reports compare one to one, plus every reward component.
+type scoreEntry struct {
+	InstanceID               string              `json:"instance_id"`
+	Model                    string              `json:"model_name_or_path"`
+	PatchIsNone              bool                `json:"patch_is_None"`
+	PatchExists              bool                `json:"patch_exists"`
+	PatchSuccessfullyApplied bool                `json:"patch_successfully_applied"`
+	Resolved                 bool                `json:"resolved"`
+	TestsStatus              *reward.TestsStatus `json:"tests_status,omitempty"`
+	Error                    string              `json:"error,omitempty"`
+	Result                   *reward.Result      `json:"result,omitempty"`
+}
+
+// scoreSummary is the report's head and what is printed.
+type scoreSummary struct {
+	Dataset     string         `json:"dataset"`
+	Predictions string         `json:"predictions"`
+	Mode        string         `json:"mode"`
+	Total       int            `json:"total"`
+	Empty       int            `json:"empty"`
+	SyntaxValid int            `json:"syntax_valid"`
+	Applied     int            `json:"applied"`
+	Resolved    int            `json:"resolved"`
+	Infra       int            `json:"infra_failures"`
+	Errors      int            `json:"errors"` // predictions for instances the dataset lacks
+	Hacks       map[string]int `json:"hack_flags"`
+	MeanReward  float64        `json:"mean_reward"`
+	WallSeconds float64        `json:"wall_s"`
+}
+
+type scoreReport struct {
+	Summary   scoreSummary `json:"summary"`
+	Instances []scoreEntry `json:"instances"`
+}
 
 // runScore implements `swetui score`.
 func runScore(ctx context.Context, env Env, args []string) error {
-	return notYet(env, "score", args, 4)
+	fs := newFlags(env, "score")
+	load := configFlag(fs, env)
+	predsArg := fs.String("predictions", "", "predictions (.jsonl or .json: instance_id, model_name_or_path, model_patch), or gold or empty (required)")
+	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
+	mode := fs.String("mode", reward.ModeDocker, "reward mode: syntax, apply-only or docker")
+	out := fs.String("out", "report.json", "per-instance report to write (- for stdout, empty for none)")
+	workers := fs.Int("workers", 0, "concurrent evaluations (default: sandbox.workers for docker, the CPU count otherwise)")
+	overrides, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *predsArg == "" {
+		return UsageErrorf("--predictions is required (a file, gold or empty)")
+	}
+	switch *mode {
+	case reward.ModeSyntax, reward.ModeApplyOnly, reward.ModeDocker:
+	default:
+		return UsageErrorf("--mode %q: want syntax, apply-only or docker", *mode)
+	}
+	if *workers < 0 {
+		return UsageErrorf("--workers %d: want at least 1", *workers)
+	}
+	cfg, err := load(overrides)
+	if err != nil {
+		return err
+	}
+	if *dataset != "" {
+		cfg.Data.Source = *dataset
+	}
+	if *workers > 0 {
+		cfg.Sandbox.Workers = *workers
+	}
+	start := time.Now()
+
+	insts, repos, err := loadScoreDataset(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	preds, err := readPredictions(*predsArg, insts)
+	if err != nil {
+		return err
+	}
+
+	var ev reward.Evaluator
+	if *mode == reward.ModeDocker || (*mode == reward.ModeApplyOnly && !cfg.Reward.ApplyOnHost) {
+		pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(cfg.Sandbox, ""))
+		if err != nil {
+			return fmt.Errorf("score: docker sandbox: %w", err)
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = pool.Close(cctx)
+		}()
+		ev = &reward.PoolEvaluator{Pool: pool}
+	}
+	scorer := reward.NewScorer(cfg.Reward, ev)
+	defer scorer.Close()
+	if scorer.Applier != nil {
+		for id, path := range repos {
+			scorer.Applier.RegisterInstance(id, path)
+		}
+	}
+	par := cfg.Sandbox.Workers
+	if *mode != reward.ModeDocker || par < 1 {
+		par = max(*workers, 1, min(8, len(preds)))
+	}
+	scorer.Parallel = par
+
+	byID := make(map[string]*task.Instance, len(insts))
+	for i := range insts {
+		byID[insts[i].InstanceID] = &insts[i]
+	}
+	entries := make([]scoreEntry, len(preds))
+	prog := newProgress(env, len(preds))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, par)
+	for i, p := range preds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			entries[i] = scoreOne(ctx, scorer, byID[p.InstanceID], p, *mode)
+			prog.step()
+		}()
+	}
+	wg.Wait()
+	prog.done()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("score: %w", err)
+	}
+
+	rep := scoreReport{Summary: summarise(entries), Instances: entries}
+	rep.Summary.Dataset, rep.Summary.Predictions, rep.Summary.Mode = cfg.Data.Source, *predsArg, *mode
+	rep.Summary.WallSeconds = time.Since(start).Seconds()
+	printSummary(env.Stdout, rep.Summary)
+	switch *out {
+	case "":
+	case "-":
+		return writeJSON(env.Stdout, rep)
+	default:
+		f, err := os.Create(*out)
+		if err != nil {
+			return fmt.Errorf("score: report: %w", err)
+		}
+		if err := writeJSON(f, rep); err != nil {
+			f.Close()
+			return fmt.Errorf("score: report %s: %w", *out, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("score: report %s: %w", *out, err)
+		}
+		fmt.Fprintf(env.Stdout, "report: %s\n", *out)
+	}
+	return nil
+}
+
+func scoreOne(ctx context.Context, s *reward.Scorer, in *task.Instance, p prediction, mode string) scoreEntry {
+	e := scoreEntry{InstanceID: p.InstanceID, Model: p.Model, PatchIsNone: p.Patch == nil}
+	if in == nil {
+		e.Error = fmt.Sprintf("instance %s is not in the dataset", p.InstanceID)
+		return e
+	}
+	patch := ""
+	if p.Patch != nil {
+		patch = *p.Patch
+	}
+	e.PatchExists = patch != ""
+	rs, err := s.ScoreDiffs(ctx, in, []string{patch}, mode)
+	if err != nil {
+		e.Error = err.Error()
+		return e
+	}
+	r := rs[0]
+	r.Diff = "" // the prediction file has it
+	e.Result = &r
+	e.PatchSuccessfullyApplied = r.Applied
+	e.Resolved = r.Resolved
+	e.TestsStatus = r.TestsStatus
+	return e
+}
+
+func summarise(entries []scoreEntry) scoreSummary {
+	s := scoreSummary{Total: len(entries), Hacks: map[string]int{}}
+	scored := 0
+	for _, e := range entries {
+		if !e.PatchExists {
+			s.Empty++
+		}
+		r := e.Result
+		if r == nil {
+			s.Errors++
+			continue
+		}
+		if r.SyntaxOK {
+			s.SyntaxValid++
+		}
+		if r.Applied {
+			s.Applied++
+		}
+		if r.Resolved {
+			s.Resolved++
+		}
+		if r.Infra {
+			s.Infra++
+			continue
+		}
+		for _, h := range r.Hacks {
+			s.Hacks[h]++
+		}
+		s.MeanReward += r.Reward
+		scored++
+	}
+	if scored > 0 {
+		s.MeanReward /= float64(scored)
+	}
+	return s
+}
+
+func printSummary(w io.Writer, s scoreSummary) {
+	pct := func(n int) string {
+		if s.Total == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%5.1f%%", 100*float64(n)/float64(s.Total))
+	}
+	fmt.Fprintf(w, "scored %d predictions (%s) on %s in mode %s, %.1fs\n", s.Total, s.Predictions, s.Dataset, s.Mode, s.WallSeconds)
+	fmt.Fprintf(w, "  empty          %5d  %s\n", s.Empty, pct(s.Empty))
+	fmt.Fprintf(w, "  syntax-valid   %5d  %s\n", s.SyntaxValid, pct(s.SyntaxValid))
+	fmt.Fprintf(w, "  applied        %5d  %s\n", s.Applied, pct(s.Applied))
+	fmt.Fprintf(w, "  resolved       %5d  %s\n", s.Resolved, pct(s.Resolved))
+	fmt.Fprintf(w, "  infra failures %5d  (masked from the mean)\n", s.Infra)
+	if s.Errors > 0 {
+		fmt.Fprintf(w, "  errors         %5d  (instances missing from the dataset)\n", s.Errors)
+	}
+	hacks := make([]string, 0, len(s.Hacks))
+	for h, n := range s.Hacks {
+		hacks = append(hacks, fmt.Sprintf("%s=%d", h, n))
+	}
+	sort.Strings(hacks)
+	if len(hacks) == 0 {
+		hacks = []string{"none"}
+	}
+	fmt.Fprintf(w, "  hack flags     %s\n", strings.Join(hacks, " "))
+	fmt.Fprintf(w, "  mean reward    %.4f\n", s.MeanReward)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// loadScoreDataset loads every instance of cfg.Data.Source (all splits, no
+// selection) and, for the embedded suite, materialises its repositories so
+// that apply checks run against them.
+func loadScoreDataset(ctx context.Context, cfg config.Config) ([]task.Instance, map[string]string, error) {
+	cfg.Data.Split, cfg.Data.TrainLimit = task.SplitAll, 0
+	cfg.Data.Include, cfg.Data.Exclude = nil, nil
+	insts, err := task.Load(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("score: dataset %s: %w", cfg.Data.Source, err)
+	}
+	var repos map[string]string
+	if cfg.Data.Source == task.MiniSource {
+		suite, err := task.GenerateMiniFor(cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("score: %w", err)
+		}
+		if repos, err = suite.Materialize(ctx, task.DefaultCacheDir()); err != nil {
+			return nil, nil, fmt.Errorf("score: %w", err)
+		}
+	}
+	return insts, repos, nil
+}
+
+// readPredictions reads a predictions file (.jsonl, or .json holding a list
+// or an object keyed by instance id), or makes the gold or empty ones.
+func readPredictions(arg string, insts []task.Instance) ([]prediction, error) {
+	switch arg {
+	case "gold", "empty":
+		out := make([]prediction, len(insts))
+		for i := range insts {
+			patch := ""
+			if arg == "gold" {
+				patch = insts[i].Patch
+			}
+			out[i] = prediction{InstanceID: insts[i].InstanceID, Model: arg, Patch: &patch}
+		}
+		return out, nil
+	}
+	data, err := os.ReadFile(arg)
+	if err != nil {
+		return nil, fmt.Errorf("score: predictions: %w", err)
+	}
+	trimmed := bytes.TrimSpace(data)
+	var preds []prediction
+	switch {
+	case strings.EqualFold(filepath.Ext(arg), ".json") && len(trimmed) > 0 && trimmed[0] == '[':
+		if err := json.Unmarshal(trimmed, &preds); err != nil {
+			return nil, fmt.Errorf("score: predictions %s: %w", arg, err)
+		}
+	case strings.EqualFold(filepath.Ext(arg), ".json") && len(trimmed) > 0 && trimmed[0] == '{':
+		var byID map[string]prediction
+		if err := json.Unmarshal(trimmed, &byID); err != nil {
+			return nil, fmt.Errorf("score: predictions %s: %w", arg, err)
+		}
+		for id, p := range byID {
+			if p.InstanceID == "" {
+				p.InstanceID = id
+			}
+			preds = append(preds, p)
+		}
+		sort.Slice(preds, func(i, j int) bool { return preds[i].InstanceID < preds[j].InstanceID })
+	default:
+		sc := scanLines(bufio.NewReader(bytes.NewReader(data)))
+		for line := 1; sc.Scan(); line++ {
+			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+				continue
+			}
+			var p prediction
+			if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+				return nil, fmt.Errorf("score: predictions %s:%d: %w", arg, line, err)
+			}
+			preds = append(preds, p)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("score: predictions %s: %w", arg, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range preds {
+		if p.InstanceID == "" {
+			return nil, fmt.Errorf("score: predictions %s: entry %d has no instance_id", arg, i+1)
+		}
+		if seen[p.InstanceID] {
+			return nil, fmt.Errorf("score: predictions %s: instance %s predicted twice", arg, p.InstanceID)
+		}
+		seen[p.InstanceID] = true
+	}
+	return preds, nil
+}
+
+// progress draws a bar on stderr when stdout is a terminal.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	n, of int
+	on    bool
+}
+
+func newProgress(env Env, of int) *progress {
+	return &progress{w: env.Stderr, of: of, on: env.IsTerminal && of > 0}
+}
+
+func (p *progress) step() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	if !p.on {
+		return
+	}
+	const width = 30
+	fill := width * p.n / p.of
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d", strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.n, p.of)
+}
+
+func (p *progress) done() {
+	if p.on {
+		fmt.Fprintln(p.w)
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/swetui/swetui/task"
 )
 
 // Apply methods of the harness's fallback chain, in the order they are tried.
@@ -92,6 +94,27 @@ func (a *Applier) Register(repo, path string) {
 	a.paths[repo] = path
 }
 
+// RegisterInstance makes path the repository of one instance, ahead of its
+// repo's: the embedded suite has a repository per task (task.MiniSuite's
+// Materialize returns them by instance id).
+func (a *Applier) RegisterInstance(instanceID, path string) {
+	a.Register(instanceKey(instanceID), path)
+}
+
+func instanceKey(id string) string { return "instance@" + id }
+
+// CheckInstance is Check against an instance's repository at its
+// base_commit: the one registered for the instance, else its repo's.
+func (a *Applier) CheckInstance(ctx context.Context, inst *task.Instance, diff string, p *Patch) (ApplyResult, error) {
+	key := inst.Repo
+	a.mu.Lock()
+	if _, ok := a.paths[instanceKey(inst.InstanceID)]; ok {
+		key = instanceKey(inst.InstanceID)
+	}
+	a.mu.Unlock()
+	return a.Check(ctx, key, inst.BaseCommit, diff, p)
+}
+
 // Close removes a temporary cache folder made by the Applier.
 func (a *Applier) Close() error {
 	a.mu.Lock()
@@ -105,7 +128,9 @@ func (a *Applier) Close() error {
 }
 
 // RepoDirName is the folder name of repo ("owner/name") under ReposDir.
-func RepoDirName(repo string) string { return strings.ReplaceAll(repo, "/", "__") }
+func RepoDirName(repo string) string {
+	return strings.NewReplacer("/", "__", "@", "_").Replace(repo)
+}
 
 func (a *Applier) timeout() time.Duration {
 	if a.CommandTimeout > 0 {

@@ -199,7 +199,7 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *Result, mod
 			return
 		}
 		start := time.Now()
-		res, err := s.Applier.Check(ctx, inst.Repo, inst.BaseCommit, r.Diff, nil)
+		res, err := s.Applier.CheckInstance(ctx, inst, r.Diff, nil)
 		r.Durations.Apply = time.Since(start)
 		s.release()
 		switch {
