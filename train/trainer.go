@@ -87,11 +87,26 @@ func (t *Trainer) Events() <-chan Event { return t.events }
 // Dropped counts events dropped because no consumer kept up.
 func (t *Trainer) Dropped() int64 { return t.dropped.Load() }
 
+// publish sends an event without stalling training. High-rate events
+// (completions, logs, pool state) are dropped and counted when no consumer
+// keeps up; the rare ones a consumer acts on (acks, phase changes, stops)
+// wait up to a second for room.
 func (t *Trainer) publish(ev Event) {
-	select {
-	case t.events <- ev:
+	switch ev.(type) {
+	case CompletionScored, ContainerLog, PoolState, StageChanged, StepStarted:
+		select {
+		case t.events <- ev:
+		default:
+			t.dropped.Add(1)
+		}
 	default:
-		t.dropped.Add(1)
+		timer := time.NewTimer(time.Second)
+		defer timer.Stop()
+		select {
+		case t.events <- ev:
+		case <-timer.C:
+			t.dropped.Add(1)
+		}
 	}
 }
 
