@@ -1,0 +1,212 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+
+	"github.com/swetui/swetui/model"
+)
+
+// ModelPolicy is the gorgonia transformer behind the Policy, Reference and
+// Store interfaces: it owns the optimiser, the learning-rate schedule and the
+// sampler's random source, so a checkpoint restores all of them.
+type ModelPolicy struct {
+	Model     *model.Model
+	Optim     *model.AdamW
+	Schedule  model.Schedule
+	Tokenizer *model.Tokenizer
+	GradClip  float64
+	// Ref, when set, is the frozen reference saved beside the policy.
+	Ref *ModelReference
+	// Temp is the softmax temperature of training logprobs: the sampling
+	// temperature, so ratios compare like with like.
+	Temp float64
+
+	stop []int
+	pcg  *rand.PCG
+	rng  *rand.Rand
+}
+
+// NewModelPolicy wraps m; sampling stops at the chat template's end-of-turn
+// and end-of-text tokens.
+func NewModelPolicy(m *model.Model, opt *model.AdamW, sched model.Schedule, tok *model.Tokenizer, gradClip float64, seed uint64) *ModelPolicy {
+	p := &ModelPolicy{Model: m, Optim: opt, Schedule: sched, Tokenizer: tok, GradClip: gradClip}
+	for _, name := range []string{model.ImEnd, model.EndOfText} {
+		if id, ok := tok.SpecialID(name); ok {
+			p.stop = append(p.stop, id)
+		}
+	}
+	p.pcg = rand.NewPCG(seed, 0x5a4d)
+	p.rng = rand.New(p.pcg)
+	return p
+}
+
+// Sample implements Policy.
+func (p *ModelPolicy) Sample(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, error) {
+	cs, err := p.Model.Sample(ctx, prompt, n, model.SampleOptions{Temperature: float32(o.Temperature),
+		TopP: float32(o.TopP), MaxNewTokens: o.MaxNewTokens, Stop: p.stop, Rand: p.rng})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Sample, len(cs))
+	for i, c := range cs {
+		out[i] = Sample{Tokens: c.Tokens, Logprobs: widen(c.Logprobs), Truncated: c.Truncated}
+	}
+	return out, nil
+}
+
+func batchOf(seqs []Sequence, temperature float64) model.Batch {
+	b := model.Batch{Tokens: make([][]int, len(seqs)), PromptLen: make([]int, len(seqs)), Temperature: float32(temperature)}
+	for i, s := range seqs {
+		b.Tokens[i] = append(append(make([]int, 0, len(s.Prompt)+len(s.Completion)), s.Prompt...), s.Completion...)
+		b.PromptLen[i] = len(s.Prompt)
+	}
+	return b
+}
+
+var (
+	_ Policy    = (*ModelPolicy)(nil)
+	_ Store     = (*ModelPolicy)(nil)
+	_ Reference = (*ModelReference)(nil)
+)
+
+// Logprobs implements Policy.
+func (p *ModelPolicy) Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error) {
+	res, err := p.Model.Logprobs(ctx, batchOf(seqs, p.temperature()))
+	if err != nil {
+		return nil, err
+	}
+	return widenAll(res.Logprobs), nil
+}
+
+// Backward implements Policy.
+func (p *ModelPolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]float64) ([][]float64, float64, error) {
+	c := make([][]float32, len(cot))
+	for i, row := range cot {
+		c[i] = make([]float32, len(row))
+		for j, x := range row {
+			c[i][j] = float32(x)
+		}
+	}
+	res, err := p.Model.Backward(ctx, batchOf(seqs, p.temperature()), c)
+	if err != nil {
+		return nil, 0, err
+	}
+	sum, n := 0.0, 0
+	for _, row := range res.Entropy {
+		for _, e := range row {
+			sum += float64(e)
+			n++
+		}
+	}
+	if n > 0 {
+		sum /= float64(n)
+	}
+	return widenAll(res.Logprobs), sum, nil
+}
+
+// Step implements Policy: clip, AdamW at the scheduled rate, clear.
+func (p *ModelPolicy) Step() (gradNorm, lr float64) {
+	gradNorm = p.Model.ClipGradNorm(p.GradClip)
+	lr = p.Schedule.At(p.Optim.Step)
+	if err := p.Optim.Update(p.Model, lr); err != nil {
+		panic(err) // the optimiser was built for this model: a mismatch is a wiring bug
+	}
+	p.Model.ZeroGrad()
+	return gradNorm, lr
+}
+
+// Version implements Policy: updates taken by this optimiser.
+func (p *ModelPolicy) Version() int { return p.Optim.Step }
+
+// temperature of the training graph's softmax: the sampling temperature
+// (TRL divides logits by it in both places).
+func (p *ModelPolicy) temperature() float64 {
+	if p.Temp > 0 {
+		return p.Temp
+	}
+	return 1
+}
+
+// Save implements Store: policy/ (weights, optimiser, tokenizer, sampler
+// RNG) and reference/.
+func (p *ModelPolicy) Save(ctx context.Context, dir string) error {
+	rng, err := p.pcg.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("save policy: %w", err)
+	}
+	ck := model.Checkpoint{Model: p.Model, Optim: p.Optim, Tokenizer: p.Tokenizer, Extra: map[string][]byte{"sampler_rng": rng}}
+	if err := model.Save(filepath.Join(dir, "policy"), ck); err != nil {
+		return err
+	}
+	if p.Ref != nil {
+		return model.Save(filepath.Join(dir, "reference"), model.Checkpoint{Model: p.Ref.Model})
+	}
+	return nil
+}
+
+// Load implements Store; an architecture that differs is refused with the
+// field named.
+func (p *ModelPolicy) Load(ctx context.Context, dir string) error {
+	cfg := p.Model.Cfg
+	ck, err := model.Load(filepath.Join(dir, "policy"), &cfg)
+	if err != nil {
+		return err
+	}
+	if err := p.Model.CopyWeightsFrom(ck.Model); err != nil {
+		return err
+	}
+	if ck.Optim != nil {
+		p.Optim = ck.Optim
+	}
+	if rng, ok := ck.Extra["sampler_rng"]; ok {
+		if err := p.pcg.UnmarshalBinary(rng); err != nil {
+			return fmt.Errorf("load policy: sampler rng: %w", err)
+		}
+	}
+	if p.Ref != nil {
+		ref, err := model.Load(filepath.Join(dir, "reference"), &cfg)
+		if err != nil {
+			return err
+		}
+		return p.Ref.Model.CopyWeightsFrom(ref.Model)
+	}
+	return nil
+}
+
+// ModelReference is the frozen reference policy.
+type ModelReference struct {
+	Model *model.Model
+	Temp  float64
+}
+
+// Logprobs implements Reference.
+func (r *ModelReference) Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error) {
+	t := r.Temp
+	if t <= 0 {
+		t = 1
+	}
+	res, err := r.Model.Logprobs(ctx, batchOf(seqs, t))
+	if err != nil {
+		return nil, err
+	}
+	return widenAll(res.Logprobs), nil
+}
+
+func widen(xs []float32) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+func widenAll(xs [][]float32) [][]float64 {
+	out := make([][]float64, len(xs))
+	for i, row := range xs {
+		out[i] = widen(row)
+	}
+	return out
+}
