@@ -140,35 +140,35 @@ func LatestCheckpoint(outDir string) (string, error) {
 	return steps[len(steps)-1], nil
 }
 
-// resume restores a checkpoint as run.resume says.
-func (t *Trainer) resume(ctx context.Context) error {
+// resume restores a checkpoint as run.resume says and reports whether it did.
+func (t *Trainer) resume(ctx context.Context) (bool, error) {
 	if t.d.Store == nil {
-		return nil
+		return false, nil
 	}
 	dir := t.cfg.Run.Resume
 	switch dir {
 	case "never":
-		return nil
+		return false, nil
 	case "auto":
 		latest, err := LatestCheckpoint(t.cfg.Run.OutDir)
 		if err != nil || latest == "" {
-			return err
+			return false, err
 		}
 		dir = latest
 	}
 	if err := CheckCompatible(dir, t.cfg); err != nil {
-		return err
+		return false, err
 	}
 	data, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
-		return fmt.Errorf("resume: %w", err)
+		return false, fmt.Errorf("resume: %w", err)
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("resume %s: %s: %w", dir, stateFile, err)
+		return false, fmt.Errorf("resume %s: %s: %w", dir, stateFile, err)
 	}
 	if err := t.d.Store.Load(ctx, dir); err != nil {
-		return fmt.Errorf("resume %s: %w", dir, err)
+		return false, fmt.Errorf("resume %s: %w", dir, err)
 	}
 	cur := t.st.Curriculum
 	t.st = st
@@ -177,7 +177,7 @@ func (t *Trainer) resume(ctx context.Context) error {
 	t.st.Curriculum.ApplyToDocker, t.st.Curriculum.StepBackBelow = cur.ApplyToDocker, cur.StepBackBelow
 	t.st.Curriculum.DockerOK = cur.DockerOK
 	t.publish(Message{Level: Info, Text: fmt.Sprintf("resumed from %s at step %d (phase %s)", dir, st.Step, st.Curriculum.Phase), Time: time.Now()})
-	return nil
+	return true, nil
 }
 
 // CheckCompatible refuses a checkpoint whose model or data order differs

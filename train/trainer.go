@@ -25,6 +25,10 @@ type Deps struct {
 	// Store saves and restores the policy's own state beside the trainer's;
 	// nil disables checkpoints.
 	Store Store
+	// Warmup, when set, runs before GRPO on a run that did not resume from a
+	// checkpoint (the SFT warm start), publishing its progress on the run's
+	// event stream.
+	Warmup func(ctx context.Context, publish func(Event)) error
 	// DockerOK says whether the docker phase can run.
 	DockerOK bool
 	// Info fills the RunInfo event's BLAS and Hosts.
@@ -238,7 +242,8 @@ func (t *Trainer) Run(parent context.Context) (err error) {
 		return err
 	}
 	defer t.sinks.Close()
-	if err := t.resume(ctx); err != nil {
+	resumed, err := t.resume(ctx)
+	if err != nil {
 		t.publish(Stopped{Reason: "error", Err: err})
 		return err
 	}
@@ -250,6 +255,18 @@ func (t *Trainer) Run(parent context.Context) (err error) {
 	t.publish(RunInfo{Name: t.cfg.Run.Name, OutDir: t.cfg.Run.OutDir, MaxSteps: t.cfg.Run.MaxSteps,
 		Phase: t.st.Curriculum.Phase, Auto: t.st.Curriculum.Auto, BLAS: t.d.BLAS, Hosts: t.d.Hosts,
 		GroupSize: t.cfg.GRPO.GroupSize, Started: t.started})
+	if !resumed && t.d.Warmup != nil {
+		t.publish(StageChanged{Stage: "sft"})
+		if err := t.d.Warmup(ctx, t.publish); err != nil {
+			if ctx.Err() != nil {
+				t.publish(Stopped{Reason: stopReason(ctx)})
+				return nil
+			}
+			t.publish(Stopped{Reason: "error", Err: err})
+			return err
+		}
+		t.progress.Store(time.Now().UnixNano())
+	}
 	t.publish(StageChanged{Stage: "grpo"})
 	cur := cursor{Epoch: t.st.Epoch, Pos: t.st.Pos}
 	t.phase.Store(t.st.Curriculum.Phase)

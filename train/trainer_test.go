@@ -352,3 +352,36 @@ func TestCancelMidStepSavesAndStops(t *testing.T) {
 		t.Fatal("no checkpoint after interruption")
 	}
 }
+
+func TestWarmupRunsOnlyOnAFreshRun(t *testing.T) {
+	cfg := testConfig(t, "run.max_steps=2")
+	calls := 0
+	run := func() []Event {
+		pol := newBandit(6, 0.5, 3)
+		tr := New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Scorer: rewardOf3, Prompter: staticPrompter{},
+			Tasks: fakeTasks(5), Store: pol, Warmup: func(ctx context.Context, publish func(Event)) error {
+				calls++
+				publish(StageChanged{Stage: "sft", Progress: 1, Detail: "done"})
+				return nil
+			}})
+		evs := drain(tr)
+		if err := tr.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return <-evs
+	}
+	var stages []string
+	for _, ev := range run() {
+		if sc, ok := ev.(StageChanged); ok {
+			stages = append(stages, sc.Stage)
+		}
+	}
+	if calls != 1 || !reflect.DeepEqual(stages, []string{"sft", "sft", "grpo"}) {
+		t.Fatalf("fresh run: %d warm-ups, stages %v", calls, stages)
+	}
+	cfg.Run.MaxSteps = 4
+	run()
+	if calls != 1 {
+		t.Fatalf("resumed run warmed up again (%d calls)", calls)
+	}
+}
