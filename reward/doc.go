@@ -2,4 +2,31 @@
 // strict unified-diff validation, apply checks, test-log parsers, FAIL_TO_PASS
 // and PASS_TO_PASS grading, reward composition and reward-hacking flags. It asks
 // package sandbox to run tests and never starts containers itself.
+//
+// One completion goes through, as far as its mode asks:
+//
+//   - Extract finds the diff (a fenced diff/patch block, <patch> tags or a bare
+//     diff; the first well-formed candidate wins), normalises line endings and
+//     repairs a missing final newline, and says which form it found.
+//   - ValidateDiff is the strict syntax check of mode syntax: headers, hunk
+//     counts, no empty hunks, new/deleted/renamed/binary files, paths that stay
+//     inside the repository.
+//   - Applier checks on the host whether the diff applies at base_commit with
+//     the harness's fallback chain (git apply, git apply --reject, patch
+//     --fuzz=5 --forward), against a bare copy and a cached index of the base
+//     tree, materialising only the touched files for the fallbacks. Its
+//     verdicts equal those of sandbox's eval script (tests run both).
+//   - In mode docker, PoolEvaluator runs sandbox's eval script in the pool;
+//     the runner's output between the last nonce marker pair, with its exit
+//     status, is parsed by the harness's log parser for the repository
+//     (ParserFor, names shared with task's spec table) and graded as the
+//     official harness does (GradeStatuses); the 30 real harness reports in
+//     shared/realdata are reproduced exactly.
+//   - Weights.Compose turns the components into the reward; Result keeps every
+//     component so that a reward can be explained, and Result.Breakdown is
+//     what the trainer and the console show. Infrastructure failures are
+//     flagged (Infra), never scored as the model's.
+//
+// Scorer ties these together per GRPO group (Score, or Breakdowns for the
+// trainer's port); `swetui score` and `swetui grade` are built on it.
 package reward

@@ -56,6 +56,9 @@ type Result struct {
 	ApplyMethod  string `json:"apply_method,omitempty"`
 	ApplyOutput  string `json:"apply_output,omitempty"`
 	ApplyOnHost  bool   `json:"apply_on_host,omitempty"`
+	// ApplyMismatch: the host and the container disagreed (the container's
+	// verdict is kept). It should never happen; it is counted if it does.
+	ApplyMismatch bool `json:"apply_mismatch,omitempty"`
 
 	// Tests (mode docker).
 	TestsRun    bool         `json:"tests_run"`

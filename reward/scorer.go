@@ -235,6 +235,12 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *Result, mod
 	if out.Forged {
 		r.Hacks = appendFlag(r.Hacks, HackForgedMarkers)
 	}
+	hostChecked, hostApplied := r.ApplyChecked, r.Applied
+	defer func() {
+		// The container's verdict stands; a disagreement with the host's is
+		// recorded, since the two are meant to be equal.
+		r.ApplyMismatch = hostChecked && r.ApplyChecked && !r.Infra && hostApplied != r.Applied
+	}()
 	switch out.ApplyMethod {
 	case "":
 		r.Infra, r.InfraCause = true, "evaluation log has no apply line: the script did not get that far"
