@@ -45,6 +45,8 @@ type Trainer struct {
 	ctrl   chan func()
 
 	dropped atomic.Int64
+	emitMu  sync.RWMutex // closing the event channel waits for senders
+	closed  bool
 
 	// Loop state, owned by the Run goroutine.
 	st     State
@@ -96,6 +98,11 @@ func (t *Trainer) Dropped() int64 { return t.dropped.Load() }
 // keeps up; the rare ones a consumer acts on (acks, phase changes, stops)
 // wait up to a second for room.
 func (t *Trainer) publish(ev Event) {
+	t.emitMu.RLock()
+	defer t.emitMu.RUnlock()
+	if t.closed {
+		return
+	}
 	switch ev.(type) {
 	case CompletionScored, ContainerLog, PoolState, StageChanged, StepStarted:
 		select {
@@ -113,6 +120,11 @@ func (t *Trainer) publish(ev Event) {
 		}
 	}
 }
+
+// Emit publishes an event from outside the loop (the reward pool's logs and
+// state) on the run's stream, with the same drop rules. Call it only while
+// Run is running.
+func (t *Trainer) Emit(ev Event) { t.publish(ev) }
 
 func (t *Trainer) send(f func()) {
 	select {
@@ -228,7 +240,12 @@ func (t *Trainer) applyControls(ctx context.Context) {
 // Run trains until run.max_steps, Stop, or ctx is cancelled, then writes a
 // final checkpoint. It closes the event channel when it returns.
 func (t *Trainer) Run(parent context.Context) (err error) {
-	defer close(t.events)
+	defer func() {
+		t.emitMu.Lock()
+		t.closed = true
+		close(t.events)
+		t.emitMu.Unlock()
+	}()
 	t.started = time.Now()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
