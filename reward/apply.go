@@ -67,19 +67,19 @@ type Applier struct {
 	tmpCache bool
 }
 
+// cachedRepo and cachedIndex are made once; a failed attempt is not kept,
+// so a cancelled context or a repository that appears later is retried.
 type cachedRepo struct {
-	once   sync.Once
+	fill   sync.Mutex
 	gitDir string
-	err    error
 
 	mu      sync.Mutex
 	indexes map[string]*cachedIndex // commit -> index
 }
 
 type cachedIndex struct {
-	once sync.Once
+	mu   sync.Mutex
 	path string
-	err  error
 }
 
 // Register makes path (a git repository, bare or not) the source of repo,
@@ -166,8 +166,16 @@ func (a *Applier) gitDir(ctx context.Context, repo string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r.once.Do(func() { r.gitDir, r.err = a.fillRepo(ctx, repo, cache) })
-	return r.gitDir, r.err
+	r.fill.Lock()
+	defer r.fill.Unlock()
+	if r.gitDir == "" {
+		dir, err := a.fillRepo(ctx, repo, cache)
+		if err != nil {
+			return "", err
+		}
+		r.gitDir = dir
+	}
+	return r.gitDir, nil
 }
 
 func (a *Applier) fillRepo(ctx context.Context, repo, cache string) (string, error) {
@@ -196,9 +204,21 @@ func (a *Applier) fillRepo(ctx context.Context, repo, cache string) (string, err
 			filepath.Join(a.ReposDir, RepoDirName(repo)), ErrRepoUnavailable)
 	}
 	// --shared borrows the source's objects: the copy costs milliseconds and
-	// isolates our refs and index files from the user's clone.
-	if out, err := a.git(ctx, "", nil, nil, "clone", "--bare", "--shared", "--quiet", src, dst); err != nil {
+	// isolates our refs and index files from the user's clone. It is made
+	// beside its place and renamed, so an interrupted copy leaves nothing.
+	tmp, err := os.MkdirTemp(cache, ".clone-")
+	if err != nil {
+		return "", fmt.Errorf("repo %s: %w", repo, err)
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := a.git(ctx, "", nil, nil, "clone", "--bare", "--shared", "--quiet", src, filepath.Join(tmp, "r.git")); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("repo %s: bare copy of %s: %w", repo, src, ctx.Err())
+		}
 		return "", fmt.Errorf("repo %s: bare copy of %s: %w: %v: %s", repo, src, ErrRepoUnavailable, err, out)
+	}
+	if err := os.Rename(filepath.Join(tmp, "r.git"), dst); err != nil && !isBareRepo(dst) {
+		return "", fmt.Errorf("repo %s: %w", repo, err)
 	}
 	return dst, nil
 }
@@ -226,15 +246,19 @@ func (a *Applier) index(ctx context.Context, repo, gitDir, commit string) (strin
 		r.indexes[commit] = ix
 	}
 	r.mu.Unlock()
-	ix.once.Do(func() {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.path == "" {
 		path := filepath.Join(gitDir, "swetui-index-"+commit)
 		if out, err := a.git(ctx, gitDir, []string{"GIT_INDEX_FILE=" + path}, nil, "read-tree", commit+"^{tree}"); err != nil {
-			ix.err = fmt.Errorf("repo %s: base commit %s: %w: %v: %s", repo, commit, ErrRepoUnavailable, err, out)
-			return
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("repo %s: base commit %s: %w", repo, commit, ctx.Err())
+			}
+			return "", fmt.Errorf("repo %s: base commit %s: %w: %v: %s", repo, commit, ErrRepoUnavailable, err, out)
 		}
 		ix.path = path
-	})
-	return ix.path, ix.err
+	}
+	return ix.path, nil
 }
 
 // Prepare makes the bare copy and the base index of (repo, commit) ahead of

@@ -177,6 +177,16 @@ func TestApplierReposDirAndErrors(t *testing.T) {
 	if !errors.Is(err, ErrRepoUnavailable) {
 		t.Errorf("unknown commit: err = %v, want ErrRepoUnavailable", err)
 	}
+	// A cancelled check is an error, and is not remembered.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	fresh := &Applier{ReposDir: repos, CacheDir: t.TempDir()}
+	if _, err := fresh.Check(cancelled, "acme/widget", commit, applyCases[0].diff, nil); err == nil {
+		t.Errorf("check with a cancelled context succeeded")
+	}
+	if res, err := fresh.Check(ctx, "acme/widget", commit, applyCases[0].diff, nil); err != nil || !res.Applied {
+		t.Errorf("check after a cancelled one = %+v, %v", res, err)
+	}
 	if res, err := a.Check(ctx, "acme/widget", commit, "", nil); err != nil || res.Method != ApplyEmpty {
 		t.Errorf("empty patch: %+v, %v", res, err)
 	}
