@@ -50,7 +50,12 @@ type graph struct {
 	tokT, tgtT, cotT     *tensor.Dense
 	out                  G.Value
 	lp                   *logprobOp
+	lastUse              int
 }
+
+// maxGraphs bounds the compiled buckets a model keeps; the least recently
+// used is dropped beyond it (a T=1024, B=4 training graph holds ~0.5 GB).
+const maxGraphs = 8
 
 // bucketT is the padded length for sequences of at most n tokens.
 func (m *Model) bucketT(n int) int {
@@ -63,13 +68,27 @@ func (m *Model) bucketT(n int) int {
 
 func (m *Model) graphFor(B, T int, train bool) (*graph, error) {
 	k := graphKey{B, T, train}
+	m.uses++
 	if gr, ok := m.graphs[k]; ok {
+		gr.lastUse = m.uses
 		return gr, nil
+	}
+	if len(m.graphs) >= maxGraphs {
+		var oldest graphKey
+		least := m.uses + 1
+		for key, g := range m.graphs {
+			if g.lastUse < least {
+				oldest, least = key, g.lastUse
+			}
+		}
+		m.graphs[oldest].vm.Close()
+		delete(m.graphs, oldest)
 	}
 	gr, err := m.build(B, T, train)
 	if err != nil {
 		return nil, fmt.Errorf("model: build graph B=%d T=%d: %w", B, T, err)
 	}
+	gr.lastUse = m.uses
 	m.graphs[k] = gr
 	return gr, nil
 }
@@ -292,6 +311,23 @@ func (m *Model) checkBatch(b *Batch, cot [][]float32) error {
 	return nil
 }
 
+// NLLCotangent is the Backward cotangent that minimises the mean negative
+// log-likelihood of all completion tokens of b (SFT): −1/num_tokens each.
+func NLLCotangent(b Batch) [][]float32 {
+	n := 0
+	for i, s := range b.Tokens {
+		n += len(s) - b.PromptLen[i]
+	}
+	cot := make([][]float32, len(b.Tokens))
+	for i, s := range b.Tokens {
+		cot[i] = make([]float32, len(s)-b.PromptLen[i])
+		for j := range cot[i] {
+			cot[i][j] = -1 / float32(n)
+		}
+	}
+	return cot
+}
+
 // Logprobs runs the forward pass only: per-completion-token logprobs and
 // entropies. Used for the frozen reference and for old-policy logprobs.
 func (m *Model) Logprobs(ctx context.Context, b Batch) (*Result, error) {
@@ -319,6 +355,8 @@ func (m *Model) BackwardEntropy(ctx context.Context, b Batch, cot, entCot [][]fl
 }
 
 func (m *Model) pass(ctx context.Context, b *Batch, cot, entCot [][]float32) (*Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if err := m.checkBatch(b, cot); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/swetui/swetui/config"
 )
@@ -92,7 +93,9 @@ type layer struct {
 
 // Model is the policy: a config, its weights and gradient accumulators in
 // two flat arenas, and the gorgonia graphs compiled for each shape bucket.
-// A Model is not safe for concurrent use; sample from a Clone while training.
+// Logprobs and Backward serialise on the model; Sample only reads the
+// weights, so it may run beside them, but never beside an optimiser Update:
+// sample from a Clone (refreshed with CopyWeightsFrom) while training.
 type Model struct {
 	Cfg    Config
 	Params []Param
@@ -103,7 +106,9 @@ type Model struct {
 	layers              []layer
 
 	rope   *ropeTable
+	mu     sync.Mutex // serialises graph runs (Logprobs, Backward)
 	graphs map[graphKey]*graph
+	uses   int
 	// MicroBatch is how many sequences one compiled graph holds; larger
 	// batches are split, and gradients accumulate across the pieces.
 	MicroBatch int

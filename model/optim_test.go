@@ -168,3 +168,38 @@ func TestTrainingLearnsAndMemoryIsFlat(t *testing.T) {
 }
 
 var lrTest = 5e-3
+
+func TestGraphCacheIsBounded(t *testing.T) {
+	m := tinyModel(t, tinyConfig(), 1)
+	m.MicroBatch = 4
+	ctx := context.Background()
+	var first *Result
+	for round := 0; round < 2; round++ {
+		for _, n := range []int{1, 2, 3, 4} {
+			for _, l := range []int{5, 40, 64} {
+				lens, pls := make([]int, n), make([]int, n)
+				for i := range lens {
+					lens[i], pls[i] = l, 2
+				}
+				b := testBatch(rand.New(rand.NewPCG(uint64(n), uint64(l))), m.Cfg.VocabSize, lens, pls)
+				res, err := m.Logprobs(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 1 && l == 5 {
+					if first == nil {
+						first = res
+					} else if !equalF32(first.Logprobs[0], res.Logprobs[0]) {
+						t.Error("a rebuilt bucket gives different logprobs")
+					}
+				}
+				if _, err := m.Backward(ctx, b, NLLCotangent(b)); err != nil {
+					t.Fatal(err)
+				}
+				if len(m.graphs) > maxGraphs {
+					t.Fatalf("%d graphs cached; want at most %d", len(m.graphs), maxGraphs)
+				}
+			}
+		}
+	}
+}
