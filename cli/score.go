@@ -108,19 +108,13 @@ func runScore(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 
-	var ev reward.Evaluator
-	if *mode == reward.ModeDocker || (*mode == reward.ModeApplyOnly && !cfg.Reward.ApplyOnHost) {
-		pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(cfg.Sandbox, ""))
-		if err != nil {
-			return fmt.Errorf("score: docker sandbox: %w", err)
-		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			_ = pool.Close(cctx)
-		}()
-		ev = &reward.PoolEvaluator{Pool: pool}
-	}
+	// The pool starts on the first container evaluation: apply-only scoring
+	// against local repositories never needs Docker.
+	pool := &lazyPool{open: func() (*sandbox.Pool, error) {
+		return sandbox.NewPool(ctx, sandbox.FromConfig(cfg.Sandbox, ""))
+	}}
+	defer pool.close(ctx)
+	ev := &reward.PoolEvaluator{Pool: pool}
 	scorer := reward.NewScorer(cfg.Reward, ev)
 	defer scorer.Close()
 	if scorer.Applier != nil {
@@ -367,6 +361,36 @@ func readPredictions(arg string, insts []task.Instance) ([]prediction, error) {
 		seen[p.InstanceID] = true
 	}
 	return preds, nil
+}
+
+// lazyPool opens the sandbox pool on first use; a pool that cannot open
+// makes every evaluation an infrastructure failure with that cause.
+type lazyPool struct {
+	open func() (*sandbox.Pool, error)
+	once sync.Once
+	pool *sandbox.Pool
+	err  error
+}
+
+func (l *lazyPool) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	l.once.Do(func() {
+		if l.pool, l.err = l.open(); l.err != nil {
+			l.err = fmt.Errorf("docker sandbox: %w", l.err)
+		}
+	})
+	if l.err != nil {
+		return sandbox.Result{ID: spec.ID, InstanceID: spec.InstanceID, ExitCode: -1, Infra: l.err}, nil
+	}
+	return l.pool.Run(ctx, spec)
+}
+
+func (l *lazyPool) close(ctx context.Context) {
+	l.once.Do(func() {}) // no pool opens after this
+	if l.pool != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = l.pool.Close(cctx)
+	}
 }
 
 // progress draws a bar on stderr when stdout is a terminal.
