@@ -1,8 +1,178 @@
 package cli
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
 
-// runRun implements `swetui run`.
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/ui"
+)
+
+// runRun implements `swetui run`: the training console, or its headless
+// printer when stdout is not a terminal or --headless is given.
 func runRun(ctx context.Context, env Env, args []string) error {
-	return notYet(env, "run", args, 7)
+	fs := newFlags(env, "run")
+	load := configFlag(fs, env)
+	headless := fs.Bool("headless", false, "run without the console: one line per step on stdout")
+	overrides, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := load(overrides)
+	if err != nil {
+		return err
+	}
+	if cfg.Run.Name == "" {
+		cfg.Run.Name = time.Now().Format("run-20060102-150405")
+	}
+	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	ws, err := openWorkspace(ctx, cfg, "train")
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+
+	scorer, pool, dockerErr := ws.rewards(ctx, "")
+	defer scorer.Close()
+	defer closePool(ctx, pool)
+	if dockerErr != nil && cfg.Curriculum.Phase == config.PhaseDocker {
+		return fmt.Errorf("run: curriculum.phase=docker needs Docker: %w", dockerErr)
+	}
+
+	m, err := ws.newModel()
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	pol, err := ws.newPolicy(m, cfg.Optim.LR, cfg.Run.MaxSteps)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	ref := &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
+	pol.Ref = ref
+	deps := train.Deps{Policy: pol, Reference: ref, Tokenizer: ws.tok, Scorer: scorer.Breakdowns(),
+		Prompter: ws.prompter, Tasks: ws.tasks, Store: pol, DockerOK: dockerErr == nil,
+		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
+	if cfg.Run.SFTFirst && cfg.Model.InitCkpt == "" {
+		deps.Warmup = warmup(ws, pol, ref)
+	}
+	tr := train.New(cfg, deps)
+
+	stopForward := func() {}
+	if pool != nil {
+		stopForward = forwardPool(pool, tr)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx) }()
+	if dockerErr != nil {
+		tr.Emit(train.Message{Level: train.Warn, Time: time.Now(),
+			Text: fmt.Sprintf("docker phase unavailable: %v; syntax and apply-only still run", dockerErr)})
+	} else if n := pool.Reaped(); n > 0 {
+		tr.Emit(train.Message{Level: train.Info, Time: time.Now(), Text: fmt.Sprintf("reaped %d containers left by earlier runs", n)})
+	}
+
+	if env.IsTerminal && !*headless {
+		uiErr := ui.Run(ctx, tr, tr.Events(), ui.Options{UI: cfg.UI})
+		tr.Stop()
+		go func() { // nobody watches any more: keep the trainer from waiting on the stream
+			for range tr.Events() {
+			}
+		}()
+		err = <-done
+		stopForward()
+		if uiErr != nil && !errors.Is(uiErr, context.Canceled) {
+			return fmt.Errorf("run: console: %w", uiErr)
+		}
+	} else {
+		printEvents(env.Stdout, tr.Events(), time.Now())
+		err = <-done
+		stopForward()
+	}
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	return nil
+}
+
+// warmup is the SFT stage of a fresh run: it loads <out>/sft when an
+// earlier run wrote it, else trains on the gold patches and writes it; then
+// the reference becomes the warmed-up policy and GRPO starts with a fresh
+// optimiser.
+func warmup(ws *workspace, pol *train.ModelPolicy, ref *train.ModelReference) func(context.Context, func(train.Event)) error {
+	return func(ctx context.Context, publish func(train.Event)) error {
+		dir := ws.sftDir()
+		if m, err := loadModel(dir, ws.tok); err == nil {
+			if err := pol.Model.CopyWeightsFrom(m); err != nil {
+				return fmt.Errorf("sft checkpoint %s: %w", dir, err)
+			}
+			publish(train.StageChanged{Stage: "sft", Progress: 1, Detail: "loaded " + dir})
+		} else {
+			sftPol, err := ws.newPolicy(pol.Model, ws.cfg.SFT.LR, ws.cfg.SFT.Steps)
+			if err != nil {
+				return err
+			}
+			res, err := ws.sft(ctx, sftPol, dir, publish)
+			if err != nil {
+				return err
+			}
+			publish(train.Message{Level: train.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d tasks (%d too long), loss %.3f -> %.3f, saved %s",
+				len(res.Losses), res.Used, res.Skipped, res.Losses[0], res.Losses[len(res.Losses)-1], dir)})
+		}
+		return ref.Model.CopyWeightsFrom(pol.Model)
+	}
+}
+
+// forwardPool relays the pool's logs and state onto the run's event stream
+// until the returned function is called.
+func forwardPool(pool *sandbox.Pool, tr *train.Trainer) func() {
+	logs, unsubscribe := pool.Subscribe(256)
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case b, ok := <-logs:
+				if !ok {
+					return
+				}
+				tr.Emit(train.ContainerLog(b))
+			case <-tick.C:
+				tr.Emit(poolState(pool.State()))
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+		unsubscribe()
+	}
+}
+
+func poolState(s sandbox.State) train.PoolState {
+	ps := train.PoolState{Queue: s.Queue, Done: s.Done, P50: s.P50, P95: s.P95, Timeouts: s.Timeouts, InfraFailures: s.InfraFailures}
+	for _, w := range s.Workers {
+		ps.Workers = append(ps.Workers, train.WorkerState(w))
+	}
+	return ps
+}
+
+func hostsOf(cfg config.Config) []string {
+	if len(cfg.Sandbox.Hosts) > 0 {
+		return cfg.Sandbox.Hosts
+	}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return []string{h}
+	}
+	return []string{"unix:///var/run/docker.sock"}
 }

@@ -1,8 +1,63 @@
 package cli
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
 
-// runSFT implements `swetui sft`.
+	"github.com/swetui/swetui/train"
+)
+
+// runSFT implements `swetui sft`: the supervised warm start on the training
+// split's gold patches, with a progress line and the loss curve, writing the
+// checkpoint GRPO starts from (sft.out, default <run.out_dir>/sft).
 func runSFT(ctx context.Context, env Env, args []string) error {
-	return notYet(env, "sft", args, 6)
+	fs := newFlags(env, "sft")
+	load := configFlag(fs, env)
+	overrides, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := load(overrides)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
+		return fmt.Errorf("sft: %w", err)
+	}
+	ws, err := openWorkspace(ctx, cfg, "train")
+	if err != nil {
+		return fmt.Errorf("sft: %w", err)
+	}
+	m, err := ws.newModel()
+	if err != nil {
+		return fmt.Errorf("sft: %w", err)
+	}
+	pol, err := ws.newPolicy(m, cfg.SFT.LR, cfg.SFT.Steps)
+	if err != nil {
+		return fmt.Errorf("sft: %w", err)
+	}
+	start := time.Now()
+	bar := newProgress(env, cfg.SFT.Steps)
+	res, err := ws.sft(ctx, pol, ws.sftDir(), func(train.Event) { bar.step() })
+	bar.done()
+	if err != nil {
+		return fmt.Errorf("sft: %w", err)
+	}
+	fmt.Fprintf(env.Stdout, "sft: %d steps on %d tasks (%d gold patches longer than sample.max_new_tokens skipped) in %s\n",
+		len(res.Losses), res.Used, res.Skipped, time.Since(start).Round(time.Second))
+	fmt.Fprintf(env.Stdout, "loss: %s\n", lossCurve(res.Losses, 10))
+	fmt.Fprintf(env.Stdout, "checkpoint: %s\n", ws.sftDir())
+	return nil
+}
+
+// lossCurve prints the loss at n evenly spaced steps.
+func lossCurve(losses []float64, n int) string {
+	out := ""
+	for i := 0; i < n && len(losses) > 0; i++ {
+		j := i * (len(losses) - 1) / max(1, n-1)
+		out += fmt.Sprintf("%d:%.3f ", j+1, losses[j])
+	}
+	return out
 }

@@ -1,0 +1,214 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/reward"
+	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/task"
+	"github.com/swetui/swetui/train"
+)
+
+// workspace is what run, sft and eval share: the tasks of a split, their
+// repositories on the host, the prompter and the tokenizer.
+type workspace struct {
+	cfg      config.Config
+	tasks    []*task.Instance
+	repos    map[string]string // instance id -> host repository (mini suite, or reward.repos_dir clones)
+	prompter train.RepoPrompter
+	tok      *model.Tokenizer
+}
+
+// maxContextBytes bounds the code shown in a prompt: about three bytes a
+// token for the byte-level BPE, leaving room for the issue and the reply.
+func maxContextBytes(cfg config.Config) int {
+	return max(256, 3*(cfg.Model.Context-cfg.Sample.MaxNewTokens)-1024)
+}
+
+// openWorkspace loads the split's tasks, finds their repositories and
+// loads or trains the tokenizer (saved as <run.out_dir>/tokenizer.json so a
+// resumed run tokenises as before).
+func openWorkspace(ctx context.Context, cfg config.Config, split string) (*workspace, error) {
+	cfg.Data.Split = split
+	insts, err := task.Load(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", cfg.Data.Source, err)
+	}
+	ws := &workspace{cfg: cfg, repos: map[string]string{}}
+	for i := range insts {
+		ws.tasks = append(ws.tasks, &insts[i])
+	}
+	if cfg.Data.Source == task.MiniSource {
+		if ws.repos, err = task.MaterializeMini(ctx, task.DefaultCacheDir(), cfg); err != nil {
+			return nil, err
+		}
+	} else if cfg.Reward.ReposDir != "" {
+		for _, in := range ws.tasks {
+			dir := filepath.Join(cfg.Reward.ReposDir, reward.RepoDirName(in.Repo))
+			if _, err := os.Stat(dir); err == nil {
+				ws.repos[in.InstanceID] = dir
+			}
+		}
+	}
+	ws.prompter = train.RepoPrompter{MaxContextBytes: maxContextBytes(cfg),
+		RepoDir: func(ctx context.Context, in *task.Instance) (string, error) {
+			if dir, ok := ws.repos[in.InstanceID]; ok {
+				return dir, nil
+			}
+			return "", fmt.Errorf("no repository for %s on this host (set reward.repos_dir to a folder of clones named %s)",
+				in.InstanceID, reward.RepoDirName(in.Repo))
+		}}
+	if err := ws.loadTokenizer(ctx); err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
+
+func (ws *workspace) loadTokenizer(ctx context.Context) error {
+	path := ws.cfg.Model.Tokenizer
+	if path == "" {
+		path = filepath.Join(ws.cfg.Run.OutDir, "tokenizer.json")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return ws.trainTokenizer(ctx, path)
+		}
+	}
+	tok, err := model.LoadTokenizer(path)
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	ws.tok = tok
+	return nil
+}
+
+// trainTokenizer trains the byte-level BPE on what the policy reads and
+// writes: every training task's prompt and gold reply.
+func (ws *workspace) trainTokenizer(ctx context.Context, path string) error {
+	var texts []string
+	for _, in := range ws.tasks {
+		p, err := ws.prompter.Prompt(ctx, in)
+		if err != nil {
+			return err
+		}
+		texts = append(texts, p, train.GoldCompletion(in.Patch))
+	}
+	tok, err := model.TrainBPE(ctx, slices.Values(texts), ws.cfg.Model.VocabSize, nil)
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	if err := tok.Save(path); err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	ws.tok = tok
+	return nil
+}
+
+// newModel builds the policy's network: from model.init_ckpt, or freshly
+// initialised with the tokenizer's vocabulary.
+func (ws *workspace) newModel() (*model.Model, error) {
+	if ws.cfg.Model.InitCkpt != "" {
+		return loadModel(ws.cfg.Model.InitCkpt, ws.tok)
+	}
+	mc := model.ConfigFrom(ws.cfg.Model)
+	mc.VocabSize = ws.tok.VocabSize()
+	m, err := model.New(mc, uint64(ws.cfg.Run.Seed))
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return m, nil
+}
+
+// loadModel reads a checkpoint folder: an SFT or eval checkpoint, a run
+// checkpoint (its policy/ subfolder) or a Hugging Face model.
+func loadModel(dir string, tok *model.Tokenizer) (*model.Model, error) {
+	if _, err := os.Stat(filepath.Join(dir, "policy", "config.json")); err == nil {
+		dir = filepath.Join(dir, "policy")
+	}
+	ck, err := model.Load(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	if tok != nil && ck.Model.Cfg.VocabSize != tok.VocabSize() {
+		return nil, fmt.Errorf("checkpoint %s: vocab_size %d does not match the tokenizer's %d", dir, ck.Model.Cfg.VocabSize, tok.VocabSize())
+	}
+	return ck.Model, nil
+}
+
+// newPolicy wraps m with a fresh AdamW at lr for steps updates.
+func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*train.ModelPolicy, error) {
+	oc := ws.cfg.Optim
+	oc.LR = lr
+	sched, err := model.NewSchedule(oc, steps)
+	if err != nil {
+		return nil, err
+	}
+	p := train.NewModelPolicy(m, model.NewAdamW(oc, m.NumParams()), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
+	p.Temp = ws.cfg.Sample.Temperature
+	return p, nil
+}
+
+// sft runs the supervised warm start on pol and writes its checkpoint to
+// dir.
+func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string, publish func(train.Event)) (train.SFTResult, error) {
+	c := ws.cfg
+	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, c.Model.Context, c.Sample.MaxNewTokens)
+	if err != nil {
+		return train.SFTResult{}, err
+	}
+	res, err := train.RunSFT(ctx, train.SFTOptions{Steps: c.SFT.Steps, BatchSize: c.SFT.BatchSize, Seed: c.Run.Seed,
+		Context: c.Model.Context, MaxNewTokens: c.Sample.MaxNewTokens}, pol, examples, publish)
+	res.Skipped = skipped
+	if err != nil {
+		return res, err
+	}
+	if err := model.Save(dir, model.Checkpoint{Model: pol.Model, Tokenizer: ws.tok}); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func (ws *workspace) sftDir() string {
+	if ws.cfg.SFT.Out != "" {
+		return ws.cfg.SFT.Out
+	}
+	return filepath.Join(ws.cfg.Run.OutDir, "sft")
+}
+
+// rewards opens the reward engine: the Docker pool when a daemon answers
+// (dockerErr says why not otherwise) and the scorer with the tasks'
+// repositories registered for host-side apply checks.
+func (ws *workspace) rewards(ctx context.Context, runID string) (sc *reward.Scorer, pool *sandbox.Pool, dockerErr error) {
+	pool, dockerErr = sandbox.NewPool(ctx, sandbox.FromConfig(ws.cfg.Sandbox, runID))
+	var ev reward.Evaluator
+	if dockerErr == nil {
+		ev = &reward.PoolEvaluator{Pool: pool}
+	}
+	sc = reward.NewScorer(ws.cfg.Reward, ev)
+	if sc.Applier != nil {
+		for id, path := range ws.repos {
+			sc.Applier.RegisterInstance(id, path)
+		}
+	}
+	return sc, pool, dockerErr
+}
+
+// closePool tears the pool down with its own deadline: the run's context
+// is usually cancelled by then.
+func closePool(ctx context.Context, pool *sandbox.Pool) {
+	if pool == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	_ = pool.Close(cctx)
+}
