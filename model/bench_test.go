@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -78,26 +79,30 @@ func BenchmarkLogprobs(b *testing.B) {
 	b.ReportMetric(float64(b.N*benchB*benchT)/b.Elapsed().Seconds(), "tokens/s")
 }
 
-// BenchmarkSample: G=4 completions of 128 new tokens after a 256-token
-// prompt (prefill included); tokens/s counts sampled tokens.
+// BenchmarkSample: G=4 completions of 128 new tokens after a prompt
+// (prefill included); tokens/s counts sampled tokens.
 func BenchmarkSample(b *testing.B) {
-	m := benchModel(b)
-	r := rand.New(rand.NewPCG(2, 2))
-	prompt := make([]int, 256)
-	for i := range prompt {
-		prompt[i] = r.IntN(m.Cfg.VocabSize)
+	for _, plen := range []int{256, 768} {
+		b.Run(fmt.Sprintf("prompt=%d", plen), func(b *testing.B) {
+			m := benchModel(b)
+			r := rand.New(rand.NewPCG(2, 2))
+			prompt := make([]int, plen)
+			for i := range prompt {
+				prompt[i] = r.IntN(m.Cfg.VocabSize)
+			}
+			ctx := context.Background()
+			n := 0
+			b.ResetTimer()
+			for range b.N {
+				cs, err := m.Sample(ctx, prompt, 4, SampleOptions{Temperature: 1, MaxNewTokens: 128, Rand: r})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, c := range cs {
+					n += len(c.Tokens)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tokens/s")
+		})
 	}
-	ctx := context.Background()
-	n := 0
-	b.ResetTimer()
-	for range b.N {
-		cs, err := m.Sample(ctx, prompt, 4, SampleOptions{Temperature: 1, MaxNewTokens: 128, Rand: r})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, c := range cs {
-			n += len(c.Tokens)
-		}
-	}
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tokens/s")
 }

@@ -116,34 +116,40 @@ func (m *Model) decode(rows []decRow, want []int) []float32 {
 			copy(row.c.k[li][row.pos*kvd:], k[r*kvd:(r+1)*kvd])
 			copy(row.c.v[li][row.pos*kvd:], v[r*kvd:(r+1)*kvd])
 		}
-		parallelFor(R*c.Heads, func(lo, hi int) {
-			var s []float32
-			for rh := lo; rh < hi; rh++ {
-				r, hh := rh/c.Heads, rh%c.Heads
-				row := rows[r]
-				ko := (hh / group) * hd
-				qv := q[r*qd+hh*hd : r*qd+(hh+1)*hd]
-				s = slices.Grow(s[:0], row.pos+1)[:row.pos+1]
-				kc, vc := row.c.k[li], row.c.v[li]
-				for j := range s {
-					kj := kc[j*kvd+ko : j*kvd+ko+hd]
-					var dot float32
-					for e, a := range qv {
-						dot += a * kj[e]
+		if block := prefillBlock(rows); block {
+			// One sequence, consecutive positions p0..p0+R-1: per head,
+			// S = Q Kᵀ over the cache [R, p0+R], causal softmax, O = P V.
+			p0, n := rows[0].pos, rows[0].pos+R
+			kc, vc := rows[0].c.k[li], rows[0].c.v[li]
+			parallelFor(c.Heads, func(lo, hi int) {
+				s := make([]float32, R*n)
+				for hh := lo; hh < hi; hh++ {
+					ko := (hh / group) * hd
+					gemm(false, true, R, n, hd, scale, q[hh*hd:], qd, kc[ko:], kvd, 0, s, n)
+					for r := 0; r < R; r++ {
+						row := s[r*n : (r+1)*n]
+						softmaxRow(row[:p0+r+1])
+						clear(row[p0+r+1:])
 					}
-					s[j] = dot * scale
+					gemm(false, false, R, hd, n, 1, s, n, vc[ko:], kvd, 0, att[hh*hd:], qd)
 				}
-				softmaxRow(s)
-				o := att[r*qd+hh*hd : r*qd+(hh+1)*hd]
-				clear(o)
-				for j, p := range s {
-					vj := vc[j*kvd+ko : j*kvd+ko+hd]
-					for e := range o {
-						o[e] += p * vj[e]
-					}
+			})
+		} else {
+			parallelFor(R*c.Heads, func(lo, hi int) {
+				var s []float32
+				for rh := lo; rh < hi; rh++ {
+					r, hh := rh/c.Heads, rh%c.Heads
+					row := rows[r]
+					ko := (hh / group) * hd
+					s = slices.Grow(s[:0], row.pos+1)[:row.pos+1]
+					kc, vc := row.c.k[li], row.c.v[li]
+					// s = K[0..pos] · q, then o = sᵀ V[0..pos] (strided cache rows).
+					gemm(false, true, row.pos+1, 1, hd, scale, kc[ko:], kvd, q[r*qd+hh*hd:], hd, 0, s, 1)
+					softmaxRow(s)
+					gemm(false, false, 1, hd, row.pos+1, 1, s, row.pos+1, vc[ko:], kvd, 0, att[r*qd+hh*hd:], hd)
 				}
-			}
-		})
+			})
+		}
 		linear(tmp, att, qd, D, l.wo, -1)
 		for i := range x {
 			x[i] += tmp[i]
@@ -171,6 +177,20 @@ func (m *Model) decode(rows []decRow, want []int) []float32 {
 	logits := make([]float32, len(want)*c.VocabSize)
 	gemm(false, false, len(want), c.VocabSize, D, 1, xs, D, W(m.lmHead), c.VocabSize, 0, logits, c.VocabSize)
 	return logits
+}
+
+// prefillBlock reports whether rows are one sequence at consecutive
+// positions (a prompt being prefilled), which attention can do as GEMMs.
+func prefillBlock(rows []decRow) bool {
+	if len(rows) < 2 {
+		return false
+	}
+	for i, r := range rows {
+		if r.c != rows[0].c || r.pos != rows[0].pos+i {
+			return false
+		}
+	}
+	return true
 }
 
 // Sample draws n completions of prompt. The prompt is prefilled once; its
