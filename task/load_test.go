@@ -365,3 +365,37 @@ func TestLoadCancelled(t *testing.T) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}
 }
+
+func TestValidate(t *testing.T) {
+	ok := Instance{InstanceID: "a__b-1", Repo: "a/b", BaseCommit: "c", ProblemStatement: "p", TestPatch: "t", FailToPass: TestList{"x"}}
+	tests := []struct {
+		name string
+		edit func(*Instance)
+		want string
+	}{
+		{"valid", func(*Instance) {}, ""},
+		{"no id", func(in *Instance) { in.InstanceID = "" }, `missing field "instance_id"`},
+		{"no base commit", func(in *Instance) { in.BaseCommit = "" }, `instance a__b-1: missing field "base_commit"`},
+		{"blank issue", func(in *Instance) { in.ProblemStatement = " \n" }, `instance a__b-1: missing field "problem_statement"`},
+		{"no test patch", func(in *Instance) { in.TestPatch = "" }, `instance a__b-1: missing field "test_patch"`},
+		{"eval script instead", func(in *Instance) { in.TestPatch, in.EvalScript = "", "run.sh" }, ""},
+		{"no FAIL_TO_PASS", func(in *Instance) { in.FailToPass = nil }, `instance a__b-1: field "FAIL_TO_PASS" is empty`},
+		{"bad split", func(in *Instance) { in.Split = "dev" }, `instance a__b-1: field "split" is "dev"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := ok
+			tt.edit(&in)
+			err := in.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
