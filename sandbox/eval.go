@@ -116,39 +116,46 @@ type runHooks struct {
 	created func(containerID string)
 }
 
-func (r *Runner) run(ctx context.Context, spec Spec, onLog func([]byte), hooks runHooks) (res Result) {
+func (r *Runner) run(ctx context.Context, spec Spec, onLog func([]byte), hooks runHooks) Result {
 	start := time.Now()
-	res = Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: r.endpoint(), ExitCode: -1, Attempts: 1}
+	res := Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: r.endpoint(), ExitCode: -1, Attempts: 1}
 	id, err := r.create(ctx, spec, &res.Durations)
+	res = r.finish(ctx, spec, id, err, res, onLog, hooks)
+	res.Durations.Total = time.Since(start)
+	return res
+}
+
+// finish runs container id, made by create (createErr is create's error),
+// to its end and removes it.
+func (r *Runner) finish(ctx context.Context, spec Spec, id string, createErr error, res Result, onLog func([]byte), hooks runHooks) (out Result) {
+	out = res
 	if id != "" {
-		res.ContainerID = id
+		out.ContainerID = id
 		// Whatever happens from here, panics included, the container goes.
 		defer func() {
 			if v := recover(); v != nil {
-				res.Infra = fmt.Errorf("evaluation %s: panicked: %v", spec.ID, v)
-				res.Durations.Remove = r.remove(id)
+				out.Infra = fmt.Errorf("evaluation %s: panicked: %v", spec.ID, v)
+				out.Durations.Remove = r.remove(id)
 			}
 		}()
 		if hooks.created != nil {
 			hooks.created(id)
 		}
 	}
-	if err != nil {
+	if createErr != nil {
 		if id != "" {
-			res.Durations.Remove = r.remove(id)
+			out.Durations.Remove = r.remove(id)
 		}
-		r.fail(ctx, &res, err)
-		res.Durations.Total = time.Since(start)
-		return res
+		r.fail(ctx, &out, createErr)
+		return out
 	}
-	r.execute(ctx, id, spec, onLog, &res)
+	r.execute(ctx, id, spec, onLog, &out)
 	if r.removeAsync != nil {
 		r.removeAsync(id)
 	} else {
-		res.Durations.Remove = r.remove(id)
+		out.Durations.Remove = r.remove(id)
 	}
-	res.Durations.Total = time.Since(start)
-	return res
+	return out
 }
 
 // fail records err: a cancellation when ctx ended, else an infrastructure

@@ -96,6 +96,7 @@ type Pool struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	queue  chan *job
+	ready  chan *prepared // prepared jobs, handed to the first free worker
 
 	mu         sync.Mutex
 	closed     bool
@@ -108,6 +109,8 @@ type Pool struct {
 	infra      int
 	retries    int
 	dropped    int
+	changed    chan struct{}   // closed (and replaced) when a host comes back
+	waiting    int             // jobs taken from the queue that no worker runs yet
 	latencies  []time.Duration // ring of the last latencyWindow totals
 	latencyPos int
 
@@ -165,7 +168,8 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 	if len(endpoints) == 0 {
 		endpoints = []string{""}
 	}
-	p := &Pool{opts: opts, queue: make(chan *job, opts.Queue), subs: map[int]chan LogBatch{}}
+	p := &Pool{opts: opts, queue: make(chan *job, opts.Queue), ready: make(chan *prepared),
+		subs: map[int]chan LogBatch{}, changed: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	var errs []error
 	for _, ep := range endpoints {
@@ -188,11 +192,14 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 		p.cancel()
 		return nil, fmt.Errorf("sandbox pool: no Docker host answers: %w", errors.Join(errs...))
 	}
+	p.running.Add(1)
+	go p.monitor()
 	now := time.Now()
 	for i := 0; i < opts.Workers; i++ {
 		p.workers = append(p.workers, WorkerState{ID: i, Status: "idle", Since: now})
-		p.running.Add(1)
+		p.running.Add(2)
 		go p.work(i)
+		go p.prepare()
 	}
 	return p, nil
 }
@@ -323,7 +330,7 @@ func (p *Pool) State() State {
 	defer p.mu.Unlock()
 	s := State{
 		Workers:       append([]WorkerState(nil), p.workers...),
-		Queue:         len(p.queue),
+		Queue:         len(p.queue) + p.waiting,
 		Done:          p.done,
 		Timeouts:      p.timeouts,
 		InfraFailures: p.infra,
@@ -354,6 +361,82 @@ func (p *Pool) setWorker(id int, f func(w *WorkerState)) {
 	p.mu.Unlock()
 }
 
+// A job goes through two stages. Preparers take it from the queue, pick a
+// host and create its container (copying the files in); workers start it,
+// wait for it and hand the removal to the background. So the next
+// container is made while the current one runs, off the critical path, and
+// a prepared job goes to whichever worker frees first: a stuck evaluation
+// holds only its own worker.
+type prepared struct {
+	j      *job
+	ctx    context.Context // the job's context, ended by Close too
+	cancel context.CancelFunc
+	h      *host // nil when no host could be had (err says why)
+	id     string
+	err    error
+	d      Durations
+}
+
+// prepare is a preparer's loop.
+func (p *Pool) prepare() {
+	defer p.running.Done()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case j := <-p.queue:
+			p.mu.Lock()
+			p.waiting++
+			p.mu.Unlock()
+			pj := p.prepareOne(j)
+			select {
+			case p.ready <- pj:
+			case <-p.ctx.Done():
+				p.mu.Lock()
+				p.waiting--
+				p.mu.Unlock()
+				p.release(pj)
+				pj.cancel()
+				j.resultCh <- Result{ID: j.spec.ID, InstanceID: j.spec.InstanceID, ExitCode: -1, Canceled: true}
+				return
+			}
+		}
+	}
+}
+
+func (p *Pool) prepareOne(j *job) *prepared {
+	ctx, cancel := context.WithCancel(j.ctx)
+	stop := context.AfterFunc(p.ctx, cancel)
+	pj := &prepared{j: j, ctx: ctx, cancel: func() { stop(); cancel() }}
+	if ctx.Err() != nil {
+		return pj
+	}
+	pj.h, pj.err = p.pickHost(ctx)
+	if pj.err != nil {
+		return pj
+	}
+	pj.id, pj.err = pj.h.runner.create(ctx, j.spec, &pj.d)
+	if pj.err != nil && pj.id != "" {
+		pj.h.runner.remove(pj.id)
+		pj.id = ""
+	}
+	return pj
+}
+
+// release gives up a prepared job's container and host slot.
+func (p *Pool) release(pj *prepared) {
+	if pj.id != "" {
+		pj.h.runner.removeAsync(pj.id)
+		pj.id = ""
+	}
+	if pj.h != nil {
+		p.mu.Lock()
+		pj.h.active--
+		p.mu.Unlock()
+		pj.h = nil
+	}
+}
+
 // work is worker id's loop.
 func (p *Pool) work(id int) {
 	defer p.running.Done()
@@ -361,14 +444,18 @@ func (p *Pool) work(id int) {
 		select {
 		case <-p.ctx.Done():
 			return
-		case j := <-p.queue:
-			res := p.handle(id, j)
-			j.resultCh <- res
+		case pj := <-p.ready:
+			p.mu.Lock()
+			p.waiting--
+			p.mu.Unlock()
+			res := p.handle(id, pj)
+			// State first, so that a caller who got the result sees it counted.
 			p.record(res)
 			now := time.Now()
 			p.setWorker(id, func(w *WorkerState) {
 				*w = WorkerState{ID: id, Status: "idle", Since: now, Host: w.Host}
 			})
+			pj.j.resultCh <- res
 		}
 	}
 }
@@ -394,14 +481,11 @@ func (p *Pool) record(res Result) {
 	}
 }
 
-// handle runs one job with retries after infrastructure failures.
-func (p *Pool) handle(wid int, j *job) Result {
+// handle runs a prepared job, retrying after infrastructure failures.
+func (p *Pool) handle(wid int, pj *prepared) Result {
 	start := time.Now()
-	ctx, cancel := context.WithCancel(j.ctx)
-	defer cancel()
-	stop := context.AfterFunc(p.ctx, cancel)
-	defer stop()
-
+	defer pj.cancel()
+	ctx, spec := pj.ctx, pj.j.spec
 	var res Result
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -418,16 +502,21 @@ func (p *Pool) handle(wid int, j *job) Result {
 			}
 		}
 		if ctx.Err() != nil {
-			res = Result{ID: j.spec.ID, InstanceID: j.spec.InstanceID, ExitCode: -1, Canceled: true, Infra: res.Infra}
+			p.release(pj)
+			res = Result{ID: spec.ID, InstanceID: spec.InstanceID, ExitCode: -1, Canceled: true, Infra: res.Infra, Durations: res.Durations}
 			break
 		}
-		res = p.attempt(ctx, wid, j.spec)
+		if attempt == 0 {
+			res = p.runPrepared(ctx, wid, pj)
+		} else {
+			res = p.attempt(ctx, wid, spec)
+		}
 		res.Attempts = attempt + 1
 		if res.Infra == nil || !retryable(res.Infra) || attempt >= p.opts.Retries {
 			break
 		}
 	}
-	res.Durations.Queue = start.Sub(j.queued)
+	res.Durations.Queue = start.Sub(pj.j.queued)
 	res.Durations.Total = time.Since(start)
 	return res
 }
@@ -439,16 +528,28 @@ func retryable(err error) bool {
 
 // attempt runs spec once on the least busy host that is up.
 func (p *Pool) attempt(ctx context.Context, wid int, spec Spec) Result {
-	h, err := p.pickHost(ctx)
-	if err != nil {
+	pj := &prepared{j: &job{spec: spec}}
+	pj.h, pj.err = p.pickHost(ctx)
+	if pj.err == nil {
+		pj.id, pj.err = pj.h.runner.create(ctx, spec, &pj.d)
+	}
+	return p.runPrepared(ctx, wid, pj)
+}
+
+// runPrepared runs a prepared container on its worker and frees its host
+// slot.
+func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) Result {
+	spec := pj.j.spec
+	if pj.h == nil {
 		res := Result{ID: spec.ID, InstanceID: spec.InstanceID, ExitCode: -1}
 		if ctx.Err() != nil {
 			res.Canceled = true
 		} else {
-			res.Infra = err
+			res.Infra = pj.err
 		}
 		return res
 	}
+	h := pj.h
 	defer func() {
 		p.mu.Lock()
 		h.active--
@@ -457,7 +558,7 @@ func (p *Pool) attempt(ctx context.Context, wid int, spec Spec) Result {
 	now := time.Now()
 	p.setWorker(wid, func(w *WorkerState) {
 		*w = WorkerState{ID: wid, Host: h.runner.Endpoint, Busy: true, InstanceID: spec.InstanceID,
-			EvalID: spec.ID, Since: now, Status: "creating"}
+			EvalID: spec.ID, Since: now, Status: "starting"}
 	})
 	lines := &lineSplitter{emit: func(ls []string) {
 		p.publish(LogBatch{EvalID: spec.ID, Worker: wid, InstanceID: spec.InstanceID, Lines: ls})
@@ -467,7 +568,9 @@ func (p *Pool) attempt(ctx context.Context, wid int, spec Spec) Result {
 			p.setWorker(wid, func(w *WorkerState) { w.ContainerID, w.Status = cid, "running" })
 		},
 	}
-	res := h.runner.run(ctx, spec, lines.write, hooks)
+	res := Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: h.runner.Endpoint, ExitCode: -1, Durations: pj.d}
+	res = h.runner.finish(ctx, spec, pj.id, pj.err, res, lines.write, hooks)
+	pj.id, pj.h = "", nil
 	lines.flush()
 	if res.Infra != nil && retryable(res.Infra) {
 		p.checkHost(h, res.Infra)
@@ -475,25 +578,16 @@ func (p *Pool) attempt(ctx context.Context, wid int, spec Spec) Result {
 	return res
 }
 
-// pickHost returns the up host with the fewest active evaluations, trying
-// hosts that are out again once their retry time has come. While none is
-// up it waits for the next retry time.
+// pickHost returns the up host with the fewest active evaluations and
+// counts one more there. While none is up it waits for the monitor to bring
+// one back.
 func (p *Pool) pickHost(ctx context.Context) (*host, error) {
 	for {
 		p.mu.Lock()
 		var best *host
-		var due []*host
-		next := time.Time{}
 		for _, h := range p.hosts {
-			switch {
-			case h.up:
-				if best == nil || h.active < best.active {
-					best = h
-				}
-			case !time.Now().Before(h.retryAt):
-				due = append(due, h)
-			case next.IsZero() || h.retryAt.Before(next):
-				next = h.retryAt
+			if h.up && (best == nil || h.active < best.active) {
+				best = h
 			}
 		}
 		if best != nil {
@@ -501,29 +595,52 @@ func (p *Pool) pickHost(ctx context.Context) (*host, error) {
 			p.mu.Unlock()
 			return best, nil
 		}
+		changed := p.changed
 		p.mu.Unlock()
-		for _, h := range due {
-			p.revive(ctx, h)
-		}
-		if len(due) > 0 {
-			continue
-		}
 		select {
-		case <-time.After(time.Until(next)):
+		case <-changed:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for a Docker host: %w", ctx.Err())
+			return nil, fmt.Errorf("wait for a Docker host: no host is up: %w", ctx.Err())
+		}
+	}
+}
+
+// monitor probes the hosts that are out once their retry time has come.
+func (p *Pool) monitor() {
+	defer p.running.Done()
+	every := min(max(p.opts.HostRetry/4, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case now := <-t.C:
+			p.mu.Lock()
+			var due []*host
+			for _, h := range p.hosts {
+				if !h.up && !now.Before(h.retryAt) {
+					due = append(due, h)
+				}
+			}
+			p.mu.Unlock()
+			for _, h := range due {
+				p.revive(h)
+			}
 		}
 	}
 }
 
 // revive tries a host that is out; on failure it stays out for HostRetry.
-func (p *Pool) revive(ctx context.Context, h *host) {
+func (p *Pool) revive(h *host) {
 	var err error
 	d := h.docker
 	if d == nil {
+		ctx, cancel := context.WithTimeout(p.ctx, pingTimeout)
 		d, err = p.opts.Dial(ctx, h.endpoint)
+		cancel()
 	} else {
-		err = ping(ctx, d, h.endpoint)
+		err = ping(p.ctx, d, h.endpoint)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -536,6 +653,8 @@ func (p *Pool) revive(ctx context.Context, h *host) {
 	} else {
 		h.up, h.err = true, nil
 	}
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // checkHost takes h out when it no longer answers after an infrastructure

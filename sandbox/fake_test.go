@@ -1,0 +1,302 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// fakeDocker is an in-memory Docker host for the pool's logic. A
+// container's script is a list of lines the fake understands:
+//
+//	print TEXT     write TEXT and a newline to stdout
+//	sleep 200ms    pause
+//	hang           run until killed
+//	exit N         exit with N (default 0)
+//
+// Images other than those in images are missing. down makes every call fail
+// as a lost daemon does, and ends running containers' streams.
+type fakeDocker struct {
+	Docker // not implemented: a call panics, which a test notices
+
+	name      string
+	images    map[string]bool
+	down      atomic.Bool
+	createErr atomic.Int32 // fail this many creates as a lost daemon would
+
+	mu         sync.Mutex
+	containers map[string]*fakeContainer
+	nextID     int
+	created    int
+	removed    int
+	lost       chan struct{} // closed when the host goes down
+}
+
+type fakeContainer struct {
+	id      string
+	script  string
+	labels  map[string]string
+	running bool
+	exited  chan struct{}
+	code    int64
+	kill    chan struct{}
+	killed  sync.Once
+	out     net.Conn // the daemon's end of the attach stream
+}
+
+var errLost = errors.New("connection refused")
+
+func newFake(name string, images ...string) *fakeDocker {
+	f := &fakeDocker{name: name, images: map[string]bool{}, containers: map[string]*fakeContainer{}, lost: make(chan struct{})}
+	for _, im := range images {
+		f.images[im] = true
+	}
+	return f
+}
+
+// setDown loses the host: calls fail and running containers' streams end.
+func (f *fakeDocker) setDown() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.down.Swap(true) {
+		close(f.lost)
+	}
+}
+
+// setUp brings a lost host back (its old containers stay lost).
+func (f *fakeDocker) setUp() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down.Swap(false) {
+		f.lost = make(chan struct{})
+	}
+}
+
+func (f *fakeDocker) lostChan() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost
+}
+
+func (f *fakeDocker) counts() (created, removed, live int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.created, f.removed, len(f.containers)
+}
+
+func (f *fakeDocker) check() error {
+	if f.down.Load() {
+		return fmt.Errorf("%s: %w", f.name, errLost)
+	}
+	return nil
+}
+
+func (f *fakeDocker) Ping(ctx context.Context) (types.Ping, error) { return types.Ping{}, f.check() }
+func (f *fakeDocker) DaemonHost() string                           { return f.name }
+func (f *fakeDocker) Close() error                                 { return nil }
+
+func (f *fakeDocker) ContainerCreate(ctx context.Context, cfg *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+	if err := f.check(); err != nil {
+		return container.CreateResponse{}, err
+	}
+	if f.createErr.Add(-1) >= 0 {
+		return container.CreateResponse{}, fmt.Errorf("%s: %w", f.name, errLost)
+	}
+	if !f.images[cfg.Image] {
+		return container.CreateResponse{}, fmt.Errorf("No such image: %s: %w", cfg.Image, cerrdefs.ErrNotFound)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	f.created++
+	id := fmt.Sprintf("%s-%064d", f.name, f.nextID)
+	f.containers[id] = &fakeContainer{id: id, labels: cfg.Labels, exited: make(chan struct{}), kill: make(chan struct{})}
+	return container.CreateResponse{ID: id}, nil
+}
+
+func (f *fakeDocker) get(id string) (*fakeContainer, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.containers[id]
+	if !ok {
+		return nil, fmt.Errorf("no such container %s: %w", id, cerrdefs.ErrNotFound)
+	}
+	return c, nil
+}
+
+func (f *fakeDocker) CopyToContainer(ctx context.Context, id, dst string, content io.Reader, _ container.CopyToContainerOptions) error {
+	c, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	// The script is the only file the fake reads.
+	files, err := untar(content)
+	if err != nil {
+		return err
+	}
+	c.script = files[ScriptPath]
+	return nil
+}
+
+// untar reads a tar stream into path -> content (paths made absolute).
+func untar(r io.Reader) (map[string]string, error) {
+	files := map[string]string{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		files["/"+h.Name] = string(b)
+	}
+}
+
+func (f *fakeDocker) ContainerAttach(ctx context.Context, id string, _ container.AttachOptions) (types.HijackedResponse, error) {
+	c, err := f.get(id)
+	if err != nil {
+		return types.HijackedResponse{}, err
+	}
+	mine, theirs := net.Pipe()
+	c.out = theirs
+	return types.HijackedResponse{Conn: mine, Reader: bufio.NewReader(mine)}, nil
+}
+
+func (f *fakeDocker) ContainerStart(ctx context.Context, id string, _ container.StartOptions) error {
+	c, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	c.running = true
+	go f.runContainer(c, f.lostChan())
+	return nil
+}
+
+func (f *fakeDocker) runContainer(c *fakeContainer, lost chan struct{}) {
+	w := stdcopy.NewStdWriter(c.out, stdcopy.Stdout)
+	finish := func(code int64) {
+		c.code = code
+		c.out.Close()
+		close(c.exited)
+	}
+	for _, line := range strings.Split(c.script, "\n") {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+		var wait <-chan time.Time
+		switch cmd {
+		case "print":
+			w.Write([]byte(arg + "\n"))
+			continue
+		case "sleep":
+			d, _ := time.ParseDuration(arg)
+			wait = time.After(d)
+		case "hang":
+		case "exit":
+			n, _ := strconv.Atoi(arg)
+			finish(int64(n))
+			return
+		default:
+			continue
+		}
+		select {
+		case <-wait:
+		case <-c.kill:
+			finish(137)
+			return
+		case <-lost:
+			c.out.Close() // the stream dies with the daemon; the container lives on
+			return
+		}
+	}
+	finish(0)
+}
+
+func (f *fakeDocker) ContainerWait(ctx context.Context, id string, _ container.WaitCondition) (<-chan container.WaitResponse, <-chan error) {
+	resC, errC := make(chan container.WaitResponse, 1), make(chan error, 1)
+	c, err := f.get(id)
+	if err != nil {
+		errC <- err
+		return resC, errC
+	}
+	lost := f.lostChan()
+	go func() {
+		select {
+		case <-c.exited:
+			resC <- container.WaitResponse{StatusCode: c.code}
+		case <-lost:
+			errC <- fmt.Errorf("%s: %w", f.name, errLost)
+		case <-ctx.Done():
+			errC <- ctx.Err()
+		}
+	}()
+	return resC, errC
+}
+
+func (f *fakeDocker) ContainerKill(ctx context.Context, id, _ string) error {
+	c, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	c.killed.Do(func() { close(c.kill) })
+	return nil
+}
+
+func (f *fakeDocker) ContainerRemove(ctx context.Context, id string, _ container.RemoveOptions) error {
+	c, err := f.get(id)
+	if err != nil {
+		return err
+	}
+	c.killed.Do(func() { close(c.kill) })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.containers, id)
+	f.removed++
+	return nil
+}
+
+func (f *fakeDocker) ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	want := opts.Filters.Get("label")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []container.Summary
+	for _, c := range f.containers {
+		match := true
+		for _, kv := range want {
+			k, v, _ := strings.Cut(kv, "=")
+			if c.labels[k] != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, container.Summary{ID: c.id, Labels: c.labels})
+		}
+	}
+	return out, nil
+}
