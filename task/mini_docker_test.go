@@ -205,3 +205,55 @@ func checkTaskLog(in Instance, log string) []string {
 	}
 	return problems
 }
+
+// TestMiniImageBuilds builds the suite's image from MiniBuildContext (five
+// tasks) with the legacy builder the sandbox uses, and checks a repository
+// inside it as the image's default user: clean checkout at base_commit,
+// tests collected.
+func TestMiniImageBuilds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("docker CLI not installed")
+	}
+	if err := exec.Command("docker", "image", "inspect", MiniBaseImage).Run(); err != nil {
+		t.Skipf("base image %s not built (.ci/base-image.sh)", MiniBaseImage)
+	}
+	cfg := config.Default()
+	cfg.Data.MiniTasks = 5
+	tag := fmt.Sprintf("swetui/mini-test:%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rc, err := OpenMiniBuildContext(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	build := exec.CommandContext(ctx, "docker", "build", "--network", "none", "-t", tag, "-")
+	build.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+	build.Stdin = rc
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, tail(string(out), 3000))
+	}
+	defer exec.Command("docker", "image", "rm", "-f", tag).Run()
+
+	s := miniSuite(t, cfg.Data.MiniSeed, 5)
+	in := s.Tasks[3].Instance
+	name := strings.ReplaceAll(strings.TrimPrefix(tag, "swetui/"), ":", "-")
+	defer exec.Command("docker", "rm", "-f", name).Run()
+	check := fmt.Sprintf(`cd %s && id -un && git rev-parse HEAD && git status --porcelain && echo clean && %s --collect-only -q %s | tail -1`,
+		in.Workdir, MiniTestCmd, in.TestDirectives[0])
+	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--name", name, "--network", "none", tag, "bash", "-c", check).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker run: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("swetui\n%s\nclean\n%d tests collected", in.BaseCommit, len(in.PassToPass))
+	if !strings.HasPrefix(string(out), want) {
+		t.Fatalf("in the image:\n%s\nwant\n%s", out, want)
+	}
+	labels, err := exec.Command("docker", "image", "inspect", "-f", "{{index .Config.Labels \""+MiniDigestLabel+"\"}}", tag).Output()
+	if err != nil || strings.TrimSpace(string(labels)) != s.Digest() {
+		t.Fatalf("label %s = %q (%v), want %s", MiniDigestLabel, labels, err, s.Digest())
+	}
+}
