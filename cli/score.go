@@ -54,6 +54,7 @@ type scoreSummary struct {
 	Infra       int            `json:"infra_failures"`
 	Errors      int            `json:"errors"` // predictions for instances the dataset lacks
 	Hacks       map[string]int `json:"hack_flags"`
+	Scored      int            `json:"scored"` // neither errors nor infra failures: the mean's denominator
 	MeanReward  float64        `json:"mean_reward"`
 	WallSeconds float64        `json:"wall_s"`
 }
@@ -174,6 +175,13 @@ func runScore(ctx context.Context, env Env, args []string) error {
 		}
 		fmt.Fprintf(env.Stdout, "report: %s\n", *out)
 	}
+	if s := rep.Summary; s.Infra > 0 && s.Infra == s.Total-s.Errors {
+		for _, e := range entries {
+			if e.Result != nil && e.Result.Infra {
+				return fmt.Errorf("score: every evaluation failed for infrastructure reasons; first: %s", e.Result.InfraCause)
+			}
+		}
+	}
 	return nil
 }
 
@@ -204,7 +212,6 @@ func scoreOne(ctx context.Context, s *reward.Scorer, in *task.Instance, p predic
 
 func summarise(entries []scoreEntry) scoreSummary {
 	s := scoreSummary{Total: len(entries), Hacks: map[string]int{}}
-	scored := 0
 	for _, e := range entries {
 		if !e.PatchExists {
 			s.Empty++
@@ -231,10 +238,10 @@ func summarise(entries []scoreEntry) scoreSummary {
 			s.Hacks[h]++
 		}
 		s.MeanReward += r.Reward
-		scored++
+		s.Scored++
 	}
-	if scored > 0 {
-		s.MeanReward /= float64(scored)
+	if s.Scored > 0 {
+		s.MeanReward /= float64(s.Scored)
 	}
 	return s
 }
@@ -264,7 +271,11 @@ func printSummary(w io.Writer, s scoreSummary) {
 		hacks = []string{"none"}
 	}
 	fmt.Fprintf(w, "  hack flags     %s\n", strings.Join(hacks, " "))
-	fmt.Fprintf(w, "  mean reward    %.4f\n", s.MeanReward)
+	if s.Scored == 0 {
+		fmt.Fprintf(w, "  mean reward    n/a (nothing scored)\n")
+		return
+	}
+	fmt.Fprintf(w, "  mean reward    %.4f  over %d\n", s.MeanReward, s.Scored)
 }
 
 func writeJSON(w io.Writer, v any) error {

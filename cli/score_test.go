@@ -126,3 +126,34 @@ func TestScorePredictionsFile(t *testing.T) {
 		t.Errorf("duplicate prediction: exit %d, %s", code, stderr)
 	}
 }
+
+// TestScoreInfraFailures: without local repositories apply checks go to
+// Docker; an unreachable daemon makes every one an infrastructure failure,
+// reported with its cause, masked from the mean, and the command fails.
+func TestScoreInfraFailures(t *testing.T) {
+	lite := filepath.Join(sharedRealdata(t), "swebench_lite_sample30.jsonl")
+	out := filepath.Join(t.TempDir(), "rep.json")
+	code, stdout, stderr := runCLI(t, "score", "--predictions", "gold", "--dataset", lite, "--mode", "apply-only",
+		"--out", out, `sandbox.hosts=["unix:///nonexistent/docker.sock"]`)
+	if code != ExitFailure || !strings.Contains(stderr, "infrastructure") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, "n/a") {
+		t.Errorf("mean of nothing is not n/a:\n%s", stdout)
+	}
+	rep := readScoreReport(t, out)
+	if s := rep.Summary; s.Total != 30 || s.Infra != 30 || s.SyntaxValid != 30 || s.Scored != 0 {
+		t.Errorf("summary %+v", s)
+	}
+	if r := rep.Instances[0].Result; r == nil || !r.Infra || !strings.Contains(r.InfraCause, "docker") {
+		t.Errorf("first entry %+v", rep.Instances[0])
+	}
+	// Syntax mode needs neither repositories nor Docker.
+	code, _, stderr = runCLI(t, "score", "--predictions", "gold", "--dataset", lite, "--mode", "syntax", "--out", out)
+	if code != ExitOK {
+		t.Fatalf("syntax mode: exit %d: %s", code, stderr)
+	}
+	if s := readScoreReport(t, out).Summary; s.SyntaxValid != 30 || s.MeanReward != 0.3 {
+		t.Errorf("syntax summary %+v", s)
+	}
+}
