@@ -52,6 +52,8 @@ type hfConfig struct {
 	HiddenAct         string          `json:"hidden_act,omitempty"`
 	TorchDtype        string          `json:"torch_dtype,omitempty"`
 	RopeScaling       json.RawMessage `json:"rope_scaling,omitempty"`
+	MLPBias           bool            `json:"mlp_bias,omitempty"`
+	UseSlidingWindow  bool            `json:"use_sliding_window,omitempty"`
 }
 
 func (c Config) hf() hfConfig {
@@ -69,6 +71,12 @@ func (c Config) hf() hfConfig {
 func (h hfConfig) config() (Config, error) {
 	if len(h.RopeScaling) > 0 && string(h.RopeScaling) != "null" {
 		return Config{}, fmt.Errorf("config.json: rope_scaling %s is not supported", h.RopeScaling)
+	}
+	if h.MLPBias {
+		return Config{}, fmt.Errorf("config.json: mlp_bias is not supported")
+	}
+	if h.UseSlidingWindow {
+		return Config{}, fmt.Errorf("config.json: use_sliding_window is not supported")
 	}
 	if h.HiddenAct != "" && h.HiddenAct != "silu" {
 		return Config{}, fmt.Errorf("config.json: hidden_act %q is not supported (want silu)", h.HiddenAct)

@@ -275,6 +275,8 @@ func TestLoadHuggingFaceCheckpoints(t *testing.T) {
 		}{
 			{"rope_scaling", func(c map[string]any, _ map[string][]int) { c["rope_scaling"] = map[string]any{"type": "llama3"} }},
 			{"hidden_act", func(c map[string]any, _ map[string][]int) { c["hidden_act"] = "gelu" }},
+			{"mlp_bias", func(c map[string]any, _ map[string][]int) { c["mlp_bias"] = true }},
+			{"use_sliding_window", func(c map[string]any, _ map[string][]int) { c["use_sliding_window"] = true }},
 			{"lm_head.weight missing", func(c map[string]any, ts map[string][]int) { c["tie_word_embeddings"] = false }},
 			{"q_proj.weight has shape", func(_ map[string]any, ts map[string][]int) {
 				ts["model.layers.0.self_attn.q_proj.weight"] = []int{16, 15}

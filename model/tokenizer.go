@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/dlclark/regexp2"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Names of the special tokens of the chat template (ChatML, as Qwen2 uses).
@@ -51,6 +52,13 @@ type Tokenizer struct {
 	// gpt2Style saves the pre-tokenizer as ByteLevel(use_regex) rather than
 	// Split+ByteLevel.
 	gpt2Style bool
+	// nfc applies Unicode NFC before splitting (Qwen2's normalizer); text
+	// that is not already NFC then does not round-trip, as in HF.
+	nfc bool
+	// ignoreMerges emits a chunk that is itself a vocab entry as one token
+	// without merging (Llama-3's model.ignore_merges).
+	ignoreMerges bool
+	normalizer   json.RawMessage
 
 	mu    sync.Mutex
 	cache map[string][]int
@@ -131,7 +139,16 @@ func (t *Tokenizer) Encode(text string) []int {
 func (t *Tokenizer) EncodeOrdinary(text string) []int { return t.encodeOrdinary(nil, text) }
 
 func (t *Tokenizer) encodeOrdinary(out []int, text string) []int {
+	if t.nfc {
+		text = norm.NFC.String(text)
+	}
 	for _, chunk := range t.split(text) {
+		if t.ignoreMerges {
+			if id, ok := t.vocab[chunk]; ok {
+				out = append(out, id)
+				continue
+			}
+		}
 		out = append(out, t.bpe(chunk)...)
 	}
 	return out
@@ -512,6 +529,9 @@ func (t *Tokenizer) MarshalJSON() ([]byte, error) {
 	var f hfFile
 	f.Version = "1.0"
 	f.Normalizer = json.RawMessage("null")
+	if t.normalizer != nil {
+		f.Normalizer = t.normalizer
+	}
 	f.PostProcessor = json.RawMessage("null")
 	f.Decoder = json.RawMessage(`{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true}`)
 	bl := hfPre{Type: "ByteLevel", AddPrefixSpace: boolp(t.prefixSpace), TrimOffsets: boolp(true), UseRegex: boolp(t.gpt2Style)}
@@ -522,6 +542,7 @@ func (t *Tokenizer) MarshalJSON() ([]byte, error) {
 			{Type: "Split", Pattern: &hfPattern{Regex: t.pattern}, Behavior: "Isolated", Invert: boolp(false)}, bl}}
 	}
 	f.Model.Type = "BPE"
+	f.Model.IgnoreMerges = t.ignoreMerges
 	f.Model.Vocab = map[string]int{}
 	for id, s := range t.tokens {
 		if t.special[id] {
@@ -542,8 +563,9 @@ func (t *Tokenizer) MarshalJSON() ([]byte, error) {
 }
 
 // ParseTokenizerJSON reads a Hugging Face tokenizer.json of a byte-level BPE
-// (GPT-2, Llama-3, Qwen2 and ours). Normalizers (Qwen2's NFC) are not
-// applied: input is taken as already normalised.
+// (GPT-2, Llama-3, Qwen2 and ours). Qwen2's NFC normalizer is applied;
+// other normalizers are refused. Post-processors (e.g. Llama-3 adding BOS)
+// are not applied: the caller writes the template's tokens.
 func ParseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	var f hfFile
 	if err := json.Unmarshal(data, &f); err != nil {
@@ -563,7 +585,19 @@ func ParseTokenizerJSON(data []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.prefixSpace, t.gpt2Style = prefix, gpt2
+	t.prefixSpace, t.gpt2Style, t.ignoreMerges = prefix, gpt2, f.Model.IgnoreMerges
+	if n := strings.TrimSpace(string(f.Normalizer)); n != "" && n != "null" {
+		var nt struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(f.Normalizer, &nt); err != nil {
+			return nil, fmt.Errorf("tokenizer.json: normalizer: %w", err)
+		}
+		if nt.Type != "NFC" {
+			return nil, fmt.Errorf("tokenizer.json: normalizer %q is not supported (only NFC)", nt.Type)
+		}
+		t.nfc, t.normalizer = true, f.Normalizer
+	}
 	size := 0
 	for _, id := range f.Model.Vocab {
 		size = max(size, id+1)

@@ -179,7 +179,10 @@ func hfTokenizerJSON(t *testing.T, family string, merges [][2]string, specials [
 		added = append(added, map[string]any{"id": id, "content": s, "single_word": false, "lstrip": false,
 			"rstrip": false, "normalized": false, "special": true})
 	}
-	var pre any
+	var pre, normalizer any
+	if family == "qwen2" {
+		normalizer = map[string]any{"type": "NFC"}
+	}
 	switch family {
 	case "gpt2":
 		mergeJSON = flat
@@ -192,10 +195,10 @@ func hfTokenizerJSON(t *testing.T, family string, merges [][2]string, specials [
 		}}
 	}
 	f := map[string]any{"version": "1.0", "truncation": nil, "padding": nil, "added_tokens": added,
-		"normalizer": map[string]any{"type": "NFC"}, "pre_tokenizer": pre, "post_processor": nil,
+		"normalizer": normalizer, "pre_tokenizer": pre, "post_processor": nil,
 		"decoder": map[string]any{"type": "ByteLevel"},
 		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "fuse_unk": false,
-			"byte_fallback": false, "vocab": vocab, "merges": mergeJSON}}
+			"byte_fallback": false, "vocab": vocab, "merges": mergeJSON, "ignore_merges": family == "llama3"}}
 	data, err := json.Marshal(f)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +221,7 @@ func TestLoadHuggingFaceTokenizers(t *testing.T) {
 			"a   b\n\nc's", []string{"a", "  ", " b", "\n", "\n", "c", "'s"}},
 		{"llama3", "<|begin_of_text|>", "<|begin_of_text|>Hello world!!\n", []string{"<|begin_of_text|>", "Hello", " world", "!", "!", "\n"},
 			"x   1234\n\n  y", []string{"x", "  ", " ", "123", "4", "\n\n", " ", " y"}},
-		{"qwen2", "<|im_end|>", "Hello\n world<|im_end|>", []string{"Hello", "\n", " world", "<|im_end|>"},
+		{"qwen2", "<|im_end|>", "Hello\n world<|im_end|>e\u0301", []string{"Hello", "\n", " world", "<|im_end|>", "\u00e9"[:1], "\u00e9"[1:]},
 			"if(a):\n\treturn", []string{"if", "(a", "):\n", "\treturn"}},
 	}
 	for _, tc := range cases {
@@ -248,6 +251,7 @@ func TestLoadHuggingFaceTokenizers(t *testing.T) {
 	}{
 		{"wordpiece", func(f map[string]any) { f["model"].(map[string]any)["type"] = "WordPiece" }},
 		{"no-pretokenizer", func(f map[string]any) { f["pre_tokenizer"] = nil }},
+		{"nfkc", func(f map[string]any) { f["normalizer"] = map[string]any{"type": "NFKC"} }},
 		{"merge-not-in-vocab", func(f map[string]any) {
 			f["model"].(map[string]any)["merges"] = []string{"Ġ zz"}
 		}},
@@ -261,6 +265,29 @@ func TestLoadHuggingFaceTokenizers(t *testing.T) {
 		data, _ := json.Marshal(f)
 		if _, err := ParseTokenizerJSON(data); err == nil {
 			t.Errorf("%s: parsed without error", b.name)
+		}
+	}
+}
+
+// Llama-3's ignore_merges: a chunk that is itself in the vocab is one token
+// even when no merge path builds it.
+func TestIgnoreMerges(t *testing.T) {
+	for _, ignore := range []bool{true, false} {
+		var f map[string]any
+		if err := json.Unmarshal(hfTokenizerJSON(t, "llama3", nil, nil), &f); err != nil {
+			t.Fatal(err)
+		}
+		mdl := f["model"].(map[string]any)
+		mdl["vocab"].(map[string]any)["Ġxyz"] = 256
+		mdl["ignore_merges"] = ignore
+		data, _ := json.Marshal(f)
+		tok, err := ParseTokenizerJSON(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tok.Encode(" xyz")
+		if want := map[bool]int{true: 1, false: 4}[ignore]; len(got) != want {
+			t.Errorf("ignore_merges=%v: Encode(\" xyz\") = %v; want %d tokens", ignore, got, want)
 		}
 	}
 }
