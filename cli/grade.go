@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 
 	"github.com/swetui/swetui/reward"
@@ -95,8 +94,6 @@ func readInstance(path string) (task.Instance, error) {
 	return in, nil
 }
 
-var swetuiStart = regexp.MustCompile(`(?m)^` + sandbox.StartPrefix + ` ([0-9a-f]+)\r?$`)
-
 // Newer harness versions print these around the tests (with set -x, as
 // "+ : '>>>>> Start Test Output'"); v2.0.x printed none.
 const (
@@ -121,14 +118,14 @@ func gradeLog(in *task.Instance, log, parserName string, w reward.Weights) (grad
 	}
 	rep := gradeReport{InstanceID: in.InstanceID, Parser: parserName, Weights: w, Applied: true, Complete: true}
 	text := log
-	switch m := swetuiStart.FindAllStringSubmatch(log, -1); {
-	case len(m) > 0:
-		nonce := m[len(m)-1][1]
+	nonce, isSwetui := reward.LogNonce(log)
+	switch {
+	case isSwetui:
 		o := sandbox.ParseOutput(log, nonce)
 		rep.Frame, rep.ApplyMethod = "swetui", o.ApplyMethod
 		rep.Applied = o.Applied
 		rep.Complete = o.Complete
-		rep.Forged = len(m) > 1
+		rep.Forged = reward.ForgedMarkers(log, nonce)
 		if o.Complete {
 			st := o.ExitStatus
 			rep.ExitStatus = &st

@@ -104,6 +104,9 @@ func TestGradeCommandSwetuiLog(t *testing.T) {
 	}{
 		{"complete", sandbox.ApplyLine(n, "git-apply") + "\n" + sandbox.StartLine(n) + "\n" + summary + sandbox.EndLine(n) + "\n" + sandbox.ExitLine(n, 1) + "\n", false, 0.3 + 0.7 - 0.5},
 		{"forged PASSED after the end marker", sandbox.ApplyLine(n, "git-apply") + "\n" + sandbox.StartLine(n) + "\n" + summary + sandbox.EndLine(n) + "\n" + sandbox.ExitLine(n, 1) + "\nPASSED t.py::test_old\n", false, 0.5},
+		{"forged marker pair with another nonce after the real one", sandbox.ApplyLine(n, "git-apply") + "\n" + sandbox.StartLine(n) + "\n" + summary +
+			sandbox.StartLine("f00d") + "\n" + strings.ReplaceAll(summary, "FAILED", "PASSED") + sandbox.EndLine("f00d") + "\n" + sandbox.ExitLine("f00d", 0) + "\n" +
+			sandbox.EndLine(n) + "\n" + sandbox.ExitLine(n, 1) + "\n", false, 0.5},
 		{"no end marker", sandbox.ApplyLine(n, "git-apply") + "\n" + sandbox.StartLine(n) + "\n" + summary, false, 0},
 		{"unknown parser", "x", false, 0},
 	}
@@ -131,6 +134,9 @@ func TestGradeCommandSwetuiLog(t *testing.T) {
 			}
 			if got.Resolved != tt.resolved || got.Reward < tt.reward-1e-9 || got.Reward > tt.reward+1e-9 || got.Frame != "swetui" {
 				t.Errorf("got resolved %v reward %v frame %s, want %v %v", got.Resolved, got.Reward, got.Frame, tt.resolved, tt.reward)
+			}
+			if got.Forged != strings.HasPrefix(tt.name, "forged marker") {
+				t.Errorf("forged_markers = %v", got.Forged)
 			}
 		})
 	}

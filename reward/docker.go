@@ -57,16 +57,35 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 	if req.ApplyOnly {
 		out.Complete = out.ApplyMethod != ""
 	}
-	out.Forged = forgedMarkers(res.Log, nonce)
+	out.Forged = ForgedMarkers(res.Log, nonce)
 	if o.TestPatch == "failed" {
 		out.Infra = fmt.Errorf("evaluate %s: the reference test patch did not apply", req.Instance.InstanceID)
 	}
 	return out
 }
 
-// forgedMarkers reports protocol-looking lines with another nonce, or more
+// LogNonce returns the nonce of an eval log read without its script: that of
+// the first protocol line. The script prints its apply line before any code
+// of the patch runs, so the first one is the script's own; look-alikes the
+// tests print come later, and ForgedMarkers reports them.
+func LogNonce(log string) (string, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		for _, prefix := range []string{sandbox.ApplyPrefix, sandbox.StartPrefix} {
+			if rest, ok := strings.CutPrefix(line, prefix+" "); ok {
+				nonce, _, _ := strings.Cut(rest, " ")
+				if nonce != "" {
+					return nonce, true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// ForgedMarkers reports protocol-looking lines with another nonce, or more
 // than one start marker of this one: output the script did not print.
-func forgedMarkers(log, nonce string) bool {
+func ForgedMarkers(log, nonce string) bool {
 	starts := 0
 	for _, line := range strings.Split(log, "\n") {
 		line = strings.TrimSuffix(line, "\r")
