@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const modifyDiff = `diff --git a/pkg/mod.py b/pkg/mod.py
@@ -244,5 +245,28 @@ func TestRealPatchesValidate(t *testing.T) {
 	}
 	if n != 90 {
 		t.Errorf("checked %d patches, want 90", n)
+	}
+}
+
+// TestExtractLargeInputs guards against quadratic paths: megabyte-sized
+// completions of many candidates go through extraction, validation and the
+// hack scan in well under the time a group's sampling takes.
+func TestExtractLargeInputs(t *testing.T) {
+	inputs := map[string]string{
+		"many fences":      strings.Repeat("```diff\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n```\n", 20000),
+		"open fences":      strings.Repeat("```diff\n", 100000),
+		"many tags":        strings.Repeat("<patch>\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n</patch>\n", 20000),
+		"git headers only": strings.Repeat("diff --git a/x b/x\n", 100000),
+		"bare diffs":       strings.Repeat("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\nprose\n", 50000),
+		"binary blocks":    "diff --git a/x b/x\nGIT binary patch\n" + strings.Repeat("literal 1\nA\n\n", 100000),
+	}
+	for name, in := range inputs {
+		start := time.Now()
+		Extract(in)
+		_, _ = ValidateDiff(in)
+		HackFlags(in)
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s (%d bytes): %v", name, len(in), d)
+		}
 	}
 }

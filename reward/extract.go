@@ -195,9 +195,18 @@ func taggedCandidates(text string) []candidate {
 // a diff to the last line that still continues it.
 func bareCandidates(text string, claimed []candidate) []candidate {
 	var out []candidate
+	spans := append([]candidate(nil), claimed...)
+	sort.Slice(spans, func(i, j int) bool { return spans[i].pos < spans[j].pos })
+	skip := 0 // offsets only grow: skip the spans that end before off
 	covered := func(off int) bool {
-		for _, c := range claimed {
-			if off >= c.pos && off < c.end {
+		for skip < len(spans) && spans[skip].end <= off {
+			skip++
+		}
+		for _, c := range spans[skip:] {
+			if c.pos > off {
+				return false
+			}
+			if off < c.end {
 				return true
 			}
 		}
