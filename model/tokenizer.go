@@ -225,12 +225,14 @@ func (t *Tokenizer) bpe(chunk string) []int {
 		}
 		syms = syms[:w]
 	}
-	t.mu.Lock()
-	if len(t.cache) > 1<<17 {
-		clear(t.cache)
+	if len(chunk) <= 64 { // long chunks (runs of one character) are rare: not worth keeping
+		t.mu.Lock()
+		if len(t.cache) > 1<<17 {
+			clear(t.cache)
+		}
+		t.cache[chunk] = syms
+		t.mu.Unlock()
 	}
-	t.cache[chunk] = syms
-	t.mu.Unlock()
 	return syms
 }
 
