@@ -59,6 +59,9 @@ type ImageSource struct {
 	Context    func() (io.ReadCloser, error)
 	Dockerfile string // path of the Dockerfile in the context ("" = Dockerfile)
 	Remote     string // reference to pull ("" = RemoteImage(Name))
+	// Labels the image must carry to count as present: an image built from
+	// an older context (a different digest label) is built again.
+	Labels map[string]string
 }
 
 // Progress is one update from Build, Pull or Prepare.
@@ -72,16 +75,16 @@ type Progress struct {
 	Total      int64  // pull: bytes to download over the layers whose size is known
 }
 
-// Images lists the images on d by name:tag, with their sizes in bytes.
-func Images(ctx context.Context, d Docker) (map[string]int64, error) {
+// Images lists the images on d by name:tag.
+func Images(ctx context.Context, d Docker) (map[string]image.Summary, error) {
 	list, err := d.ImageList(ctx, image.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list images on %s: %w", d.DaemonHost(), err)
 	}
-	have := map[string]int64{}
+	have := map[string]image.Summary{}
 	for _, im := range list {
 		for _, t := range im.RepoTags {
-			have[t] = im.Size
+			have[t] = im
 		}
 	}
 	return have, nil
@@ -102,6 +105,20 @@ func Missing(ctx context.Context, d Docker, names []string) ([]string, error) {
 		seen[n] = true
 	}
 	return missing, nil
+}
+
+// current says whether the image is there with the labels s wants.
+func (s ImageSource) current(have map[string]image.Summary) bool {
+	im, ok := have[normalize(s.Name)]
+	if !ok {
+		return false
+	}
+	for k, v := range s.Labels {
+		if im.Labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // streamMessage is one JSON message of a build or pull stream.
@@ -257,13 +274,9 @@ func Prepare(ctx context.Context, d Docker, sources []ImageSource, progress func
 	for i, s := range sources {
 		names[i] = s.Name
 	}
-	missing, err := Missing(ctx, d, names)
+	have, err := Images(ctx, d)
 	if err != nil {
 		return rep, err
-	}
-	need := map[string]bool{}
-	for _, n := range missing {
-		need[n] = true
 	}
 	var errs []error
 	done := map[string]bool{}
@@ -272,7 +285,7 @@ func Prepare(ctx context.Context, d Docker, sources []ImageSource, progress func
 			continue
 		}
 		done[s.Name] = true
-		if !need[s.Name] {
+		if s.current(have) {
 			rep.Present = append(rep.Present, s.Name)
 			progress(Progress{Image: s.Name, Phase: "present"})
 			continue
@@ -306,8 +319,8 @@ func Prepare(ctx context.Context, d Docker, sources []ImageSource, progress func
 	if have, err := Images(ctx, d); err == nil {
 		rep.Sizes = map[string]int64{}
 		for _, n := range names {
-			if sz, ok := have[normalize(n)]; ok {
-				rep.Sizes[n] = sz
+			if im, ok := have[normalize(n)]; ok {
+				rep.Sizes[n] = im.Size
 			}
 		}
 	}
