@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -60,9 +61,14 @@ func TestForwardMatchesFloat64Reference(t *testing.T) {
 		{"gqa", func(*Config) {}, 0},
 		{"mha-bias-temp", func(c *Config) { c.KVHeads = 4; c.AttnBias = true }, 0.7},
 		{"mqa", func(c *Config) { c.KVHeads = 1 }, 1.3},
+		{"mqa-attn-blocks", func(c *Config) { c.KVHeads = 1 }, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasSuffix(tc.name, "attn-blocks") {
+				defer func(old int) { attnBlock = old }(attnBlock)
+				attnBlock = 7 // query blocks shorter than the 32-token bucket
+			}
 			cfg := tinyConfig()
 			tc.cfg(&cfg)
 			m := tinyModel(t, cfg, 1)

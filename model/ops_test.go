@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -173,5 +174,14 @@ func TestOpGradientsFiniteDifference(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkOp(t, c) })
+	}
+	// The same attention with query blocks smaller than T (2 rows, and 3
+	// rows so that the last block is short).
+	for _, blk := range []int{2, 3} {
+		t.Run(fmt.Sprintf("CausalAttention-block%d", blk), func(t *testing.T) {
+			defer func(old int) { attnBlock = old }(attnBlock)
+			attnBlock = blk
+			checkOp(t, cases[4])
+		})
 	}
 }
