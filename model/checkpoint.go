@@ -233,9 +233,48 @@ func writeSynced(path string, data []byte) error {
 	return f.Close()
 }
 
+// readWeights reads model.safetensors, or the shards that
+// model.safetensors.index.json lists.
+func readWeights(dir string) (map[string]stTensor, error) {
+	single := filepath.Join(dir, "model.safetensors")
+	if _, err := os.Stat(single); err == nil {
+		ts, _, err := readSafetensors(single)
+		return ts, err
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
+	if err != nil {
+		return nil, fmt.Errorf("neither model.safetensors nor a shard index: %w", err)
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return nil, fmt.Errorf("model.safetensors.index.json: %w", err)
+	}
+	all := map[string]stTensor{}
+	seen := map[string]bool{}
+	for _, shard := range idx.WeightMap {
+		if seen[shard] {
+			continue
+		}
+		seen[shard] = true
+		if shard != filepath.Base(shard) {
+			return nil, fmt.Errorf("model.safetensors.index.json: shard %q is not a plain file name", shard)
+		}
+		ts, _, err := readSafetensors(filepath.Join(dir, shard))
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range ts {
+			all[k] = v
+		}
+	}
+	return all, nil
+}
+
 // Load reads a checkpoint directory: ours, or a Hugging Face Llama/Qwen2
-// model (config.json + model.safetensors, tied or untied embeddings; a tied
-// LM head is copied, and then trains untied). When want is non-nil, an
+// model (config.json + model.safetensors or its shards, tied or untied
+// embeddings; a tied LM head is copied, and then trains untied). When want is non-nil, an
 // architecture that differs is refused with the first differing field.
 func Load(dir string, want *Config) (*Checkpoint, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
@@ -259,7 +298,7 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 	}
-	ts, _, err := readSafetensors(filepath.Join(dir, "model.safetensors"))
+	ts, err := readWeights(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 	}

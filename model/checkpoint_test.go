@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -268,6 +269,52 @@ func TestLoadHuggingFaceCheckpoints(t *testing.T) {
 			}
 		})
 	}
+	t.Run("sharded", func(t *testing.T) {
+		// Two shards and an index, as transformers writes large models.
+		dir := filepath.Join(t.TempDir(), "sharded")
+		cfg := map[string]any{"model_type": "llama", "hidden_size": base.DModel, "intermediate_size": base.DFF,
+			"num_attention_heads": base.Heads, "num_hidden_layers": base.Layers, "num_key_value_heads": base.KVHeads,
+			"vocab_size": base.VocabSize, "max_position_embeddings": base.Context, "rms_norm_eps": 1e-5,
+			"tie_word_embeddings": false}
+		all := hfTensors(base, false, false)
+		parts := [2]map[string][]int{{}, {}}
+		weightMap := map[string]string{}
+		for name, shape := range all {
+			i := 0
+			if strings.Contains(name, "layers.1") || strings.HasPrefix(name, "lm_head") {
+				i = 1
+			}
+			parts[i][name] = shape
+			weightMap[name] = fmt.Sprintf("model-%05d-of-00002.safetensors", i+1)
+		}
+		for i, p := range parts {
+			sub := filepath.Join(t.TempDir(), "s")
+			writeHF(t, sub, cfg, p, "F32", lcgWeight)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(sub, "model.safetensors"), filepath.Join(dir, fmt.Sprintf("model-%05d-of-00002.safetensors", i+1))); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				if err := os.Rename(filepath.Join(sub, "config.json"), filepath.Join(dir, "config.json")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		idx, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": weightMap})
+		if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := Load(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := ck.Model.Param("model.layers.1.mlp.down_proj.weight") // [F, D] here, [D, F] in HF
+		if got, want := d.W[3*base.DModel+2], lcgWeight("model.layers.1.mlp.down_proj.weight", 2*base.DFF+3); got != want {
+			t.Errorf("down_proj[2][3] = %v, want %v", got, want)
+		}
+	})
 	t.Run("refusals", func(t *testing.T) {
 		for _, bad := range []struct {
 			name string
