@@ -130,8 +130,20 @@ func TestModelGradientFiniteDifference(t *testing.T) {
 			}
 		}
 		m.ZeroGrad()
-		if _, err := m.Backward(context.Background(), b, cot); err != nil {
+		bres, err := m.Backward(context.Background(), b, cot)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// Backward returns the same values as the forward-only pass.
+		fres, err := m.Logprobs(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range fres.Logprobs {
+			if !equalF32(bres.Logprobs[i], fres.Logprobs[i]) || !equalF32(bres.Entropy[i], fres.Entropy[i]) {
+				t.Fatalf("sequence %d: Backward returned %v / %v, Logprobs %v / %v", i,
+					bres.Logprobs[i], bres.Entropy[i], fres.Logprobs[i], fres.Entropy[i])
+			}
 		}
 		ref := newRef64(m)
 		const h = 1e-5
