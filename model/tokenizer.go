@@ -720,7 +720,7 @@ func readPre(p *hfPre) (pattern string, prefix, gpt2 bool, err error) {
 	return "", false, false, fmt.Errorf("type %q is not supported", p.Type)
 }
 
-// SaveTokenizer writes tokenizer.json atomically.
+// Save writes tokenizer.json atomically.
 func (t *Tokenizer) Save(path string) error {
 	data, err := t.MarshalJSON()
 	if err != nil {
