@@ -39,7 +39,7 @@ func runRun(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("run: %w", err)
 	}
 
-	scorer, pool, dockerErr := ws.rewards(ctx, "")
+	scorer, pool, dockerErr := ws.rewards(ctx, cfg.Run.Name) // containers carry swetui.run=<run.name>
 	defer scorer.Close()
 	defer closePool(ctx, pool)
 	if dockerErr != nil && cfg.Curriculum.Phase == config.PhaseDocker {

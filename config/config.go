@@ -148,7 +148,8 @@ type SFT struct {
 
 // Watchdog bounds how long the trainer may go without progress.
 type Watchdog struct {
-	StallS int `toml:"stall_s"`
+	StallS       int `toml:"stall_s"`
+	BarrenEpochs int `toml:"barren_epochs"`
 }
 
 // UI configures the console.
@@ -189,7 +190,7 @@ func Default() Config {
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest"},
 		SFT:      SFT{Steps: 300, BatchSize: 4, LR: 1e-3},
-		Watchdog: Watchdog{StallS: 900},
+		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
 	}
 }

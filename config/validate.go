@@ -142,6 +142,7 @@ func Validate(cfg Config) error {
 	positive("sft.batch_size", cfg.SFT.BatchSize)
 	check(cfg.SFT.LR <= 0, "sft.lr", cfg.SFT.LR, "must be positive")
 	check(cfg.Watchdog.StallS < 0, "watchdog.stall_s", cfg.Watchdog.StallS, "must be 0 (off) or more")
+	check(cfg.Watchdog.BarrenEpochs < 0, "watchdog.barren_epochs", cfg.Watchdog.BarrenEpochs, "must be 0 (never stop) or more")
 	check(cfg.UI.RefreshMS < 10, "ui.refresh_ms", cfg.UI.RefreshMS, "must be at least 10")
 	check(cfg.UI.LogLines < 100, "ui.log_lines", cfg.UI.LogLines, "must be at least 100")
 	check(cfg.UI.History < 100, "ui.history", cfg.UI.History, "must be at least 100")

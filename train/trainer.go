@@ -384,13 +384,9 @@ func (t *Trainer) watchdog(ctx context.Context, stall time.Duration, cancel cont
 	}
 }
 
-// barrenEpochs is how many epochs in a row may pass with nothing to train
-// on (every group's rewards equal) before the run stops.
-const barrenEpochs = 3
-
 // checkBarren warns after an epoch in which no group was trainable and
-// stops after barrenEpochs of them: the policy cannot change, so the run
-// would only burn time.
+// stops after watchdog.barren_epochs of them: the policy cannot change, so
+// the run would only burn time.
 func (t *Trainer) checkBarren() error {
 	if t.lastTrainable > 0 {
 		t.barren = 0
@@ -401,8 +397,8 @@ func (t *Trainer) checkBarren() error {
 	switch t.barren {
 	case perEpoch:
 		t.publish(Message{Level: Warn, Text: fmt.Sprintf("a whole epoch (%d steps) had nothing trainable: every group's rewards were equal in phase %s; consider an easier phase or a warmer start", perEpoch, t.st.Curriculum.Phase), Time: time.Now()})
-	case barrenEpochs * perEpoch:
-		return fmt.Errorf("train: %d epochs in a row had nothing trainable (all rewards equal within every group in phase %s): stopping", barrenEpochs, t.st.Curriculum.Phase)
+	case t.cfg.Watchdog.BarrenEpochs * perEpoch:
+		return fmt.Errorf("train: %d epochs in a row had nothing trainable (all rewards equal within every group in phase %s): stopping (watchdog.barren_epochs)", t.cfg.Watchdog.BarrenEpochs, t.st.Curriculum.Phase)
 	}
 	return nil
 }
