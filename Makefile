@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build build-blas test test-blas check setup bench
+.PHONY: build build-blas test check setup bench
 
 # The default build is pure Go; build-blas links OpenBLAS (Debian's
 # libopenblas-dev, cgo) for about 4x faster training on CPU.
