@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/swetui/swetui/config"
@@ -77,24 +78,39 @@ func (s *MiniSuite) Materialize(ctx context.Context, cacheDir string) (map[strin
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("materialize mini suite: %w", err)
 	}
-	dirs := map[string]bool{}
-	put := func(p string, data []byte) error {
-		full := filepath.Join(tmp, filepath.FromSlash(p))
-		if dir := filepath.Dir(full); !dirs[dir] {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
+	// Writing is syscall-bound: a few workers, each with whole repositories.
+	jobs := make(chan *MiniTask)
+	errs := make(chan error, materializeWorkers)
+	var wg sync.WaitGroup
+	for w := 0; w < materializeWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var first error
+			for t := range jobs {
+				if first == nil {
+					first = writeRepoDir(tmp, t)
+				}
 			}
-			dirs[dir] = true
-		}
-		return os.WriteFile(full, data, 0o644)
+			errs <- first
+		}()
 	}
-	for _, t := range s.Tasks {
-		if err := ctx.Err(); err != nil {
+	for i := range s.Tasks {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- &s.Tasks[i]
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
 			return nil, err
 		}
-		if err := t.repo.write(t.Instance.InstanceID, put); err != nil {
-			return nil, fmt.Errorf("materialize %s: %w", t.Instance.InstanceID, err)
-		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		if st, serr := os.Stat(final); serr == nil && st.IsDir() {
@@ -103,6 +119,27 @@ func (s *MiniSuite) Materialize(ctx context.Context, cacheDir string) (map[strin
 		return nil, fmt.Errorf("materialize mini suite: %w", err)
 	}
 	return paths, nil
+}
+
+const materializeWorkers = 4
+
+// writeRepoDir writes one task's repository under dir.
+func writeRepoDir(dir string, t *MiniTask) error {
+	made := map[string]bool{}
+	put := func(p string, data []byte) error {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if d := filepath.Dir(full); !made[d] {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+			made[d] = true
+		}
+		return os.WriteFile(full, data, 0o644)
+	}
+	if err := t.repo.write(t.Instance.InstanceID, put); err != nil {
+		return fmt.Errorf("materialize %s: %w", t.Instance.InstanceID, err)
+	}
+	return nil
 }
 
 // MiniDockerfile is the suite image's Dockerfile.

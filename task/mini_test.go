@@ -289,3 +289,18 @@ func TestLoadMini(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkGenerateMini(b *testing.B) {
+	for b.Loop() {
+		miniSuite(b, 1, 300)
+	}
+}
+
+func BenchmarkMaterializeMini(b *testing.B) {
+	s := miniSuite(b, 1, 300)
+	for b.Loop() {
+		if _, err := s.Materialize(context.Background(), b.TempDir()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
