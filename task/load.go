@@ -242,29 +242,44 @@ func scanJSONL(ctx context.Context, path string, r io.Reader, fn func(Instance, 
 func scanJSONArray(ctx context.Context, path string, r io.Reader, fn func(Instance, string) error) error {
 	lt := &lineTracker{r: r}
 	dec := json.NewDecoder(lt)
-	syntaxErr := func(err error) error {
+	// fail reports a decoding error at the line where it is: the decoder's
+	// own offsets do not count the bytes it skips between values, so the
+	// element is decoded again on its own from the bytes the tracker kept.
+	fail := func(record int, start int64, err error) error {
+		at := fmt.Sprintf("%s:%d", path, lt.lineAt(start))
+		if record > 0 {
+			var se *json.SyntaxError
+			if rerr := json.NewDecoder(bytes.NewReader(lt.from(start))).Decode(new(json.RawMessage)); errors.As(rerr, &se) {
+				at = fmt.Sprintf("%s:%d (record %d)", path, lt.lineAt(start+se.Offset-1), record)
+			} else {
+				at = fmt.Sprintf("%s:%d (record %d)", path, lt.lineAt(start), record)
+			}
+		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			err = errors.New("unexpected end of file: the JSON array is not closed")
 		}
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return fmt.Errorf("load %s:%d: %w", path, lt.lineAt(se.Offset), err)
-		}
-		return fmt.Errorf("load %s:%d: %w", path, lt.lineAt(dec.InputOffset()), err)
+		return fmt.Errorf("load %s: %w", at, err)
 	}
 	if _, err := dec.Token(); err != nil { // the opening '['
-		return syntaxErr(err)
+		return fail(0, 0, err)
 	}
-	for record := 1; dec.More(); record++ {
+	end := dec.InputOffset()
+	for record := 1; ; record++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		more := dec.More()
+		start := lt.valueStart(end)
+		if !more {
+			break
+		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return syntaxErr(err)
+			return fail(record, start, err)
 		}
-		start := dec.InputOffset() - int64(len(raw))
+		end = dec.InputOffset()
 		where := fmt.Sprintf("%s:%d (record %d)", path, lt.lineAt(start), record)
+		lt.forget(end)
 		in, err := decodeRecord(raw)
 		if err != nil {
 			return fmt.Errorf("load %s: %w", where, err)
@@ -274,40 +289,57 @@ func scanJSONArray(ctx context.Context, path string, r io.Reader, fn func(Instan
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing ']'
-		return syntaxErr(err)
+		return fail(0, lt.valueStart(end), err)
 	}
 	return nil
 }
 
-// lineTracker counts newlines in what the JSON decoder reads so that a byte
-// offset can be turned into a line number. It keeps only the newline offsets
-// not yet asked about, so memory stays bounded by the decoder's read-ahead.
+// lineTracker keeps the bytes the JSON decoder has read but not yet
+// finished with, so that an offset can be turned into a line number and a
+// failed element read again. Memory stays bounded by one element plus the
+// decoder's read-ahead.
 type lineTracker struct {
 	r      io.Reader
-	pos    int64
-	nl     []int64 // offsets of newlines not yet passed by a query
-	passed int     // newlines before the last queried offset
+	base   int64  // stream offset of buf[0]
+	buf    []byte // bytes from base on
+	linesB int    // newlines before base
 }
 
 func (t *lineTracker) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
-	for i, c := range p[:n] {
-		if c == '\n' {
-			t.nl = append(t.nl, t.pos+int64(i))
-		}
-	}
-	t.pos += int64(n)
+	t.buf = append(t.buf, p[:n]...)
 	return n, err
 }
 
-// lineAt returns the 1-based line of a byte offset; offsets must not go
-// backwards between calls.
-func (t *lineTracker) lineAt(off int64) int {
-	i := sort.Search(len(t.nl), func(i int) bool { return t.nl[i] >= off })
-	t.passed += i
-	t.nl = t.nl[i:]
-	return t.passed + 1
+func (t *lineTracker) index(off int64) int {
+	return int(min(max(off-t.base, 0), int64(len(t.buf))))
 }
+
+// lineAt returns the 1-based line of a byte offset at or after base.
+func (t *lineTracker) lineAt(off int64) int {
+	return t.linesB + bytes.Count(t.buf[:t.index(off)], []byte{'\n'}) + 1
+}
+
+// forget drops the bytes before off.
+func (t *lineTracker) forget(off int64) {
+	i := t.index(off)
+	t.linesB += bytes.Count(t.buf[:i], []byte{'\n'})
+	t.buf = append(t.buf[:0], t.buf[i:]...)
+	t.base += int64(i)
+}
+
+// valueStart is the offset of the next value after off: past whitespace
+// and the comma between array elements.
+func (t *lineTracker) valueStart(off int64) int64 {
+	i := t.index(off)
+	for i < len(t.buf) && strings.IndexByte(" \t\r\n,", t.buf[i]) >= 0 {
+		i++
+	}
+	return t.base + int64(i)
+}
+
+// from returns the kept bytes from off on.
+func (t *lineTracker) from(off int64) []byte { return t.buf[t.index(off):] }
 
 func scanParquet(ctx context.Context, path string, f *os.File, fn func(Instance, string) error) (err error) {
 	st, err := f.Stat()

@@ -97,8 +97,8 @@ func TestLoadErrors(t *testing.T) {
 		{"jsonl duplicate", "d.jsonl", good + "\n" + good + "\n", []string{"d.jsonl:2:", `duplicate instance_id "a__b-1"`, "first at", "d.jsonl:1"}},
 		{"jsonl not an object", "d.jsonl", "[1, 2]\n", []string{"d.jsonl:1:", "not a JSON object"}},
 		{"json array bad record", "d.json", "[\n" + good + ",\n" + badF2P + "\n]", []string{"d.json:3 (record 2)", `field "FAIL_TO_PASS"`}},
-		{"json array syntax", "d.json", "[\n" + good + ",\n{\"instance_id\" 1}\n]", []string{"d.json:3:", "invalid character"}},
-		{"json array truncated", "d.json", "[\n" + good + ",\n", []string{"d.json:", "unexpected end of file"}},
+		{"json array syntax", "d.json", "[\n" + good + ",\n{\"instance_id\" 1}\n]", []string{"d.json:3 (record 2): invalid character"}},
+		{"json array truncated", "d.json", "[\n" + good + ",\n", []string{"d.json:3 (record 2): unexpected end of file"}},
 		{"json array duplicate", "d.json", "[" + good + ",\n\n" + good + "]", []string{"d.json:3 (record 2)", "duplicate", "first at", "d.json:1 (record 1)"}},
 		{"json empty", "d.json", "  \n", []string{"d.json", "empty file"}},
 		{"unknown extension", "d.csv", "x", []string{"d.csv", "unknown dataset format"}},
@@ -110,7 +110,6 @@ func TestLoadErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			t.Log(err)
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Fatalf("error %q does not contain %q", err, w)
@@ -220,7 +219,6 @@ func TestLoadParquet(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			t.Log(err)
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Fatalf("error %q does not contain %q", err, w)
@@ -320,41 +318,55 @@ func TestLoadRealInstances(t *testing.T) {
 	}
 }
 
-// TestLoadStreamsLargeFile loads 20,000 instances and keeps 10: the loader
-// holds only what it selects, so the heap stays far below the file's size.
+// TestLoadStreamsLargeFile loads 20,000 instances and keeps 10, from JSON
+// lines and from a JSON array: the loader holds only what it selects, so the
+// heap stays far below the file's size.
 func TestLoadStreamsLargeFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	path := filepath.Join(t.TempDir(), "big.jsonl")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
+	for _, format := range []string{"jsonl", "json"} {
+		t.Run(format, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "big."+format)
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pad := strings.Repeat("x", 2000)
+			sep := "\n"
+			if format == "json" {
+				f.WriteString("[\n")
+			}
+			for i := 0; i < 20000; i++ {
+				rec := map[string]any{"instance_id": fmt.Sprintf("big__r-%d", i), "repo": "acme/r", "base_commit": "c",
+					"problem_statement": pad, "patch": pad, "test_patch": "diff --git a/t.py b/t.py\n", "FAIL_TO_PASS": []string{"t"}}
+				b, _ := json.Marshal(rec)
+				if format == "json" && i < 19999 {
+					sep = ",\n"
+				} else if format == "json" {
+					sep = "\n]\n"
+				}
+				f.Write(append(b, sep...))
+			}
+			f.Close()
+			st, _ := os.Stat(path)
+			cfg := dataCfg(path)
+			cfg.Data.Split, cfg.Data.TrainLimit = SplitTrain, 10
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			got, err := Load(context.Background(), cfg)
+			if err != nil || len(got) != 10 {
+				t.Fatalf("%d instances, %v", len(got), err)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > st.Size()/4 {
+				t.Fatalf("heap grew by %d bytes after loading 10 of a %d-byte file", grew, st.Size())
+			}
+			runtime.KeepAlive(got)
+		})
 	}
-	pad := strings.Repeat("x", 2000)
-	for i := 0; i < 20000; i++ {
-		rec := map[string]any{"instance_id": fmt.Sprintf("big__r-%d", i), "repo": "acme/r", "base_commit": "c",
-			"problem_statement": pad, "patch": pad, "test_patch": "diff --git a/t.py b/t.py\n", "FAIL_TO_PASS": []string{"t"}}
-		b, _ := json.Marshal(rec)
-		f.Write(append(b, '\n'))
-	}
-	f.Close()
-	st, _ := os.Stat(path)
-	cfg := dataCfg(path)
-	cfg.Data.Split, cfg.Data.TrainLimit = SplitTrain, 10
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	got, err := Load(context.Background(), cfg)
-	if err != nil || len(got) != 10 {
-		t.Fatalf("%d instances, %v", len(got), err)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > st.Size()/4 {
-		t.Fatalf("heap grew by %d bytes after loading 10 of a %d-byte file", grew, st.Size())
-	}
-	runtime.KeepAlive(got)
 }
 
 func TestLoadCancelled(t *testing.T) {
@@ -393,6 +405,36 @@ func TestValidate(t *testing.T) {
 				}
 				return
 			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestJSONArrayLinesFarIn checks line numbers deep in a pretty-printed
+// array, past many refills of the decoder's buffer.
+func TestJSONArrayLinesFarIn(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[\n")
+	line := 2
+	for i := 0; i < 400; i++ {
+		rec := strings.ReplaceAll(record(fmt.Sprintf("far__r-%d", i)), ", ", ",\n    ")
+		b.WriteString("  " + rec + ",\n")
+		line += strings.Count(rec, "\n") + 1
+	}
+	badLine := line
+	b.WriteString("  " + strings.Replace(record("far__r-bad"), `"base_commit": "abc123"`, `"base_commit": []`, 1) + ",\n")
+	line++
+	b.WriteString("  {\"instance_id\": \"x\",\n  \"repo\" 7}\n]\n")
+	for _, tt := range []struct {
+		name, content, want string
+	}{
+		{"bad field", b.String(), fmt.Sprintf("d.json:%d (record 401): field \"base_commit\"", badLine)},
+		{"syntax", strings.Replace(b.String(), `"base_commit": []`, `"base_commit": "c"`, 1), fmt.Sprintf("d.json:%d (record 402): invalid character", line+1)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(context.Background(), dataCfg(writeFile(t, "d.json", tt.content)))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want %q", err, tt.want)
 			}
