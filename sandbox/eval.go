@@ -178,7 +178,10 @@ func (r *Runner) create(ctx context.Context, spec Spec, d *Durations) (string, e
 		return "", fmt.Errorf("evaluation %s: %w: timeout must be positive", spec.ID, ErrBadSpec)
 	}
 	t0 := time.Now()
-	deadline := time.Now().Add(spec.Timeout + 2*time.Minute)
+	// After this no evaluation can still use the container, whoever owns
+	// it: it may wait for a free worker (a timeout at most), then run (one
+	// more), and the kill and removal take a little.
+	deadline := time.Now().Add(2*spec.Timeout + 2*time.Minute)
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	cfg := &container.Config{

@@ -5,6 +5,7 @@ package sandbox
 // fails.
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -608,5 +610,89 @@ func TestPoolDaemonLostMidRun(t *testing.T) {
 	left, err := d.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelRun+"="+runID))})
 	if err != nil || len(left) != 0 {
 		t.Errorf("after close: %d containers of the run left (%v)", len(left), err)
+	}
+}
+
+// TestReapAfterKill9 kills -9 a process in the middle of an evaluation: its
+// container outlives it, and the next start's Reap removes it.
+func TestReapAfterKill9(t *testing.T) {
+	d := realDocker(t)
+	pyImage(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsContainer$")
+	cmd.Env = append(os.Environ(), "SWETUI_HOLD_CONTAINER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "holding container "); ok {
+			id = rest
+			break
+		}
+	}
+	cmd.Process.Kill() // SIGKILL: no cleanup of any kind runs
+	cmd.Wait()
+	if id == "" {
+		t.Fatal("the helper reported no container")
+	}
+	ctx := context.Background()
+	if c, err := d.ContainerInspect(ctx, id); err != nil || !c.State.Running {
+		t.Fatalf("the killed process's container is not running (%v): the test proves nothing", err)
+	}
+	n, err := Reap(ctx, d)
+	if err != nil || n < 1 {
+		t.Errorf("reaped %d (%v)", n, err)
+	}
+	assertGone(t, d, id)
+}
+
+// TestHelperHoldsContainer is TestReapAfterKill9's child process.
+func TestHelperHoldsContainer(t *testing.T) {
+	if os.Getenv("SWETUI_HOLD_CONTAINER") == "" {
+		t.Skip("helper process of TestReapAfterKill9")
+	}
+	var id string
+	var once sync.Once
+	hooks := runHooks{created: func(cid string) { id = cid }}
+	// Report once the container runs (its first output), not merely exists.
+	onLog := func([]byte) { once.Do(func() { fmt.Printf("holding container %s\n", id) }) }
+	testRunner(t).run(context.Background(), shellSpec(t, "echo started; sleep 600", 10*time.Minute), onLog, hooks)
+}
+
+// TestConnectBadEndpoints: endpoints that cannot even be tried say why and
+// which endpoint.
+func TestConnectBadEndpoints(t *testing.T) {
+	tests := []struct {
+		name, endpoint, certPath string
+		want                     []string
+	}{
+		{"tcp with missing TLS files", "tcp://127.0.0.1:2376", "/nonexistent/certs", []string{"tcp://127.0.0.1:2376", "/nonexistent/certs/cert.pem"}},
+		{"unknown scheme", "http://h:1", "", []string{`"http://h:1"`, "unix://, tcp:// or ssh://"}},
+		{"ssh without host", "ssh://", "", []string{"ssh://[user@]host[:port]"}},
+		{"ssh with a password", "ssh://u:secret@h", "", []string{"ssh://u@h", "ssh key"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.certPath != "" {
+				t.Setenv("DOCKER_CERT_PATH", tc.certPath)
+			}
+			_, err := Connect(context.Background(), tc.endpoint)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("error shows the password: %v", err)
+			}
+		})
 	}
 }

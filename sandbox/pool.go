@@ -115,8 +115,9 @@ type Pool struct {
 	latencyPos int
 
 	reaped     int
+	noHostWait time.Duration // how long an attempt waits for a host to come back
 	submitting sync.WaitGroup
-	running    sync.WaitGroup // workers
+	running    sync.WaitGroup // workers, preparers and the host monitor
 	removing   sync.WaitGroup // background removals
 	closeOnce  sync.Once
 	closeErr   error
@@ -171,6 +172,7 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 	p := &Pool{opts: opts, queue: make(chan *job, opts.Queue), ready: make(chan *prepared),
 		subs: map[int]chan LogBatch{}, changed: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.noHostWait = opts.HostRetry + pingTimeout + time.Second
 	var errs []error
 	for _, ep := range endpoints {
 		h := &host{endpoint: ep}
@@ -578,10 +580,16 @@ func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) Result {
 	return res
 }
 
+// ErrNoHost marks an attempt that found no Docker host up.
+var ErrNoHost = errors.New("no Docker host is up")
+
 // pickHost returns the up host with the fewest active evaluations and
 // counts one more there. While none is up it waits for the monitor to bring
-// one back.
+// one back, for one round of probes at most: then the attempt is an
+// infrastructure failure, so the run goes on (and retries) rather than hangs.
 func (p *Pool) pickHost(ctx context.Context) (*host, error) {
+	giveUp := time.NewTimer(p.noHostWait)
+	defer giveUp.Stop()
 	for {
 		p.mu.Lock()
 		var best *host
@@ -596,11 +604,19 @@ func (p *Pool) pickHost(ctx context.Context) (*host, error) {
 			return best, nil
 		}
 		changed := p.changed
+		var why []string
+		for _, h := range p.hosts {
+			if h.err != nil {
+				why = append(why, h.err.Error())
+			}
+		}
 		p.mu.Unlock()
 		select {
 		case <-changed:
+		case <-giveUp.C:
+			return nil, fmt.Errorf("%w: %s", ErrNoHost, strings.Join(why, "; "))
 		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for a Docker host: no host is up: %w", ctx.Err())
+			return nil, fmt.Errorf("wait for a Docker host: %w: %w", ErrNoHost, ctx.Err())
 		}
 	}
 }

@@ -152,6 +152,26 @@ func TestPoolLostHostFailsOver(t *testing.T) {
 	}
 }
 
+// TestPoolAllHostsLost: with every host gone, attempts fail as
+// infrastructure failures after a bounded wait instead of hanging the run.
+func TestPoolAllHostsLost(t *testing.T) {
+	a := newFake("a", fakeImage)
+	p := fakePool(t, Options{Workers: 1, Retries: 1, HostRetry: time.Hour}, a)
+	p.noHostWait = 50 * time.Millisecond
+	a.setDown()
+	start := time.Now()
+	res, _ := p.Run(context.Background(), fspec("e", "exit 0"))
+	if !errors.Is(res.Infra, ErrNoHost) || res.Attempts != 2 || !strings.Contains(res.Infra.Error(), "connection refused") {
+		t.Errorf("%+v", res)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if s := p.State(); s.InfraFailures != 1 || s.Hosts[0].Up {
+		t.Errorf("state %+v", s)
+	}
+}
+
 func TestPoolStuckEvaluationDoesNotBlockOthers(t *testing.T) {
 	f := newFake("a", fakeImage)
 	p := fakePool(t, Options{Workers: 2, Queue: 8}, f)
