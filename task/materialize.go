@@ -142,8 +142,8 @@ func writeRepoDir(dir string, t *MiniTask) error {
 	return nil
 }
 
-// MiniDockerfile is the suite image's Dockerfile.
-func (s *MiniSuite) MiniDockerfile() string {
+// Dockerfile is the suite image's Dockerfile.
+func (s *MiniSuite) Dockerfile() string {
 	return fmt.Sprintf(`FROM %s
 COPY gitconfig /etc/gitconfig
 COPY --chown=%d:%d repos/ %s/
@@ -209,7 +209,7 @@ func (s *MiniSuite) WriteBuildContext(ctx context.Context, w io.Writer) error {
 		_, err := tw.Write(data)
 		return err
 	}
-	if err := put("Dockerfile", []byte(s.MiniDockerfile())); err != nil {
+	if err := put("Dockerfile", []byte(s.Dockerfile())); err != nil {
 		return fmt.Errorf("mini build context: %w", err)
 	}
 	if err := put("gitconfig", []byte("[safe]\n\tdirectory = *\n")); err != nil {
