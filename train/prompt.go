@@ -23,7 +23,20 @@ const SystemPrompt = "You fix bugs. Reply with a unified diff in a ```diff block
 // RepoPrompter renders a task's prompt from its issue text and the files the
 // gold patch touches, read at base_commit from the task's repository on the
 // host ("oracle" retrieval, as SWE-bench's oracle setting). Files are cut to
-// MaxContextBytes in total so the prompt fits the model's context.
+// MaxContextBytes in total, marked with TruncationMarker, so the prompt fits
+// the model's context. This is the one place prompts are defined:
+//
+//	<|im_start|>system
+//	You fix bugs. Reply with a unified diff in a ```diff block.<|im_end|>
+//	<|im_start|>user
+//	<issue text>
+//
+//	[path/of/file.py]
+//	<file at base_commit><|im_end|>
+//	<|im_start|>assistant
+//
+// and the SFT target (GoldCompletion) is the gold patch in a ```diff fence
+// closed by <|im_end|>.
 type RepoPrompter struct {
 	// RepoDir returns the host path of the instance's git repository.
 	RepoDir         func(ctx context.Context, inst *task.Instance) (string, error)
@@ -60,8 +73,8 @@ func (p RepoPrompter) Prompt(ctx context.Context, inst *task.Instance) (string, 
 				continue // a file the gold patch creates has no base version
 			}
 			text := string(out)
-			if budget > 0 && len(text) > budget {
-				text = text[:budget]
+			if p.MaxContextBytes > 0 && len(text) > budget {
+				text = text[:max(budget, 0)] + TruncationMarker
 			}
 			budget -= len(text)
 			files = append(files, CodeFile{Path: path, Text: text})
@@ -72,6 +85,10 @@ func (p RepoPrompter) Prompt(ctx context.Context, inst *task.Instance) (string, 
 	}
 	return RenderPrompt(inst.ProblemStatement, files), nil
 }
+
+// TruncationMarker ends a file cut to fit the context, so neither the policy
+// nor a person reading rollouts mistakes it for the file's end.
+const TruncationMarker = "\n... [truncated to fit the context]"
 
 // CodeFile is one file shown to the policy.
 type CodeFile struct {

@@ -57,7 +57,7 @@ func TestRepoPrompterShowsBaseFiles(t *testing.T) {
 	}
 	p.MaxContextBytes = 10
 	got, _ = p.Prompt(context.Background(), inst)
-	if !strings.Contains(got, "[calc.py]\ndef add(a,<|im_end|>") {
+	if !strings.Contains(got, "[calc.py]\ndef add(a,"+TruncationMarker+"<|im_end|>") {
 		t.Fatalf("budget not applied: %q", got)
 	}
 }
