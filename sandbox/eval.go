@@ -32,6 +32,9 @@ var (
 	ErrImageMissing = errors.New("image missing")
 	// ErrBadSpec marks an evaluation that cannot run as specified.
 	ErrBadSpec = errors.New("bad evaluation spec")
+	// ErrPanic marks an evaluation during which the caller's code (a log
+	// consumer) panicked: a bug, so it is not retried.
+	ErrPanic = errors.New("panicked")
 )
 
 // Limits are the resources one evaluation's container may use.
@@ -134,7 +137,7 @@ func (r *Runner) finish(ctx context.Context, spec Spec, id string, createErr err
 		// Whatever happens from here, panics included, the container goes.
 		defer func() {
 			if v := recover(); v != nil {
-				out.Infra = fmt.Errorf("evaluation %s: panicked: %v", spec.ID, v)
+				out.Infra = fmt.Errorf("evaluation %s: %w: %v", spec.ID, ErrPanic, v)
 				out.Durations.Remove = r.remove(id)
 			}
 		}()
@@ -259,6 +262,19 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 	waitCtx, stopWait := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWait()
 	waitC, waitErrC := r.Docker.ContainerWait(waitCtx, id, container.WaitConditionNextExit)
+	waited := false
+	defer func() {
+		if !waited {
+			// The client's wait goroutine sends its result unbuffered; take
+			// it (or the error that stopWait causes) so the goroutine ends.
+			go func() {
+				select {
+				case <-waitC:
+				case <-waitErrC:
+				}
+			}()
+		}
+	}()
 
 	logs := &capWriter{max: r.Limits.LogCap, onLog: onLog, full: make(chan struct{}), panicC: make(chan struct{})}
 	fullC, panicC := logs.full, logs.panicC
@@ -294,13 +310,13 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 	for !exited {
 		select {
 		case w := <-waitC:
-			exited = true
+			exited, waited = true, true
 			res.ExitCode = int(w.StatusCode)
 			if w.Error != nil && w.Error.Message != "" {
 				res.Infra = fmt.Errorf("wait for container %s: %s", short(id), w.Error.Message)
 			}
 		case err := <-waitErrC:
-			exited = true
+			exited, waited = true, true
 			res.Infra = fmt.Errorf("wait for container %s on %s: %w", short(id), r.endpoint(), err)
 		case <-timer.C:
 			res.TimedOut = true
@@ -321,8 +337,9 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 			// Bound the wait for the exit after a kill; the removal forces it.
 			select {
 			case w := <-waitC:
-				res.ExitCode = int(w.StatusCode)
+				res.ExitCode, waited = int(w.StatusCode), true
 			case <-waitErrC:
+				waited = true
 			case <-time.After(5 * time.Second):
 			}
 			exited = true
@@ -340,7 +357,7 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 	res.Log = logs.String()
 	res.Truncated = res.Truncated || logs.truncated
 	if p := logs.panicValue(); p != nil {
-		res.Infra = errors.Join(res.Infra, fmt.Errorf("evaluation %s: log consumer panicked: %v", spec.ID, p))
+		res.Infra = errors.Join(res.Infra, fmt.Errorf("evaluation %s: log consumer %w: %v", spec.ID, ErrPanic, p))
 	}
 }
 

@@ -525,7 +525,7 @@ func (p *Pool) handle(wid int, pj *prepared) Result {
 
 // retryable says whether another try might succeed.
 func retryable(err error) bool {
-	return !errors.Is(err, ErrImageMissing) && !errors.Is(err, ErrBadSpec) && !strings.Contains(err.Error(), "panicked")
+	return !errors.Is(err, ErrImageMissing) && !errors.Is(err, ErrBadSpec) && !errors.Is(err, ErrPanic)
 }
 
 // attempt runs spec once on the least busy host that is up.
