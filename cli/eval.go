@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/train"
 )
@@ -80,7 +79,7 @@ func runEval(ctx context.Context, env Env, args []string) error {
 			f.Close()
 			return fmt.Errorf("eval %s: %w", in.InstanceID, err)
 		}
-		ex := reward.Extract(strings.TrimSuffix(ws.tok.Decode(samples[0].Tokens), model.ImEnd))
+		ex := reward.Extract(train.CompletionText(ws.tok, samples[0].Tokens))
 		if ex.Valid() {
 			valid++
 		}

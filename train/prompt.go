@@ -13,8 +13,9 @@ import (
 // Chat-template markers (ChatML, as Qwen2 uses); the tokenizer maps each to
 // one special token.
 const (
-	ImStart = "<|im_start|>"
-	ImEnd   = "<|im_end|>"
+	ImStart   = "<|im_start|>"
+	ImEnd     = "<|im_end|>"
+	EndOfText = "<|endoftext|>"
 )
 
 // SystemPrompt tells the policy what to write.

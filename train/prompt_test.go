@@ -61,3 +61,23 @@ func TestRepoPrompterShowsBaseFiles(t *testing.T) {
 		t.Fatalf("budget not applied: %q", got)
 	}
 }
+
+func TestCompletionTextDropsTheStopMarker(t *testing.T) {
+	tests := map[string]string{
+		"```diff\nx\n```<|im_end|>":   "```diff\nx\n```",
+		"abc<|endoftext|>":            "abc",
+		"cut short, no stop":          "cut short, no stop",
+		"<|im_end|> inside<|im_end|>": "<|im_end|> inside",
+	}
+	for in, want := range tests {
+		if got := CompletionText(identityTokenizer{in}, nil); got != want {
+			t.Errorf("%q -> %q, want %q", in, got, want)
+		}
+	}
+}
+
+// identityTokenizer decodes to a fixed text.
+type identityTokenizer struct{ text string }
+
+func (identityTokenizer) Encode(string) []int        { return nil }
+func (i identityTokenizer) Decode(toks []int) string { return i.text }
