@@ -117,8 +117,13 @@ func prepareHost(ctx context.Context, env Env, endpoint string, sources []sandbo
 	start := time.Now()
 	rep, err := sandbox.Prepare(ctx, d, sources, pr.update)
 	pr.finish()
+	took := time.Since(start).Round(time.Millisecond)
+	disk := "unknown"
+	if n, derr := sandbox.DiskUse(ctx, d); derr == nil {
+		disk = humanBytes(n)
+	}
 	fmt.Fprintf(env.Stdout, "%s: %d present, %d built, %d pulled in %s; image layers on the host: %s\n", where,
-		len(rep.Present), len(rep.Built), len(rep.Pulled), time.Since(start).Round(time.Millisecond), humanBytes(rep.Disk))
+		len(rep.Present), len(rep.Built), len(rep.Pulled), took, disk)
 	names := make([]string, 0, len(rep.Sizes))
 	for n := range rep.Sizes {
 		names = append(names, n)

@@ -259,7 +259,6 @@ type PrepareReport struct {
 	Built   []string         // built from a context
 	Pulled  []string         // pulled from a registry
 	Sizes   map[string]int64 // bytes of each source image afterwards (shared layers in each)
-	Disk    int64            // bytes of all image layers on the host, shared ones once
 }
 
 // Prepare makes every image of sources present on d, building those with a
@@ -324,13 +323,12 @@ func Prepare(ctx context.Context, d Docker, sources []ImageSource, progress func
 			}
 		}
 	}
-	if n, err := DiskUse(ctx, d); err == nil {
-		rep.Disk = n
-	}
 	return rep, errors.Join(errs...)
 }
 
-// DiskUse is the bytes all image layers on d take, shared layers once.
+// DiskUse is the bytes all image layers on d take, shared layers once. It
+// asks the daemon for its disk use, which takes seconds on some storage
+// drivers (fuse-overlayfs).
 func DiskUse(ctx context.Context, d Docker) (int64, error) {
 	du, err := d.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ImageObject}})
 	if err != nil {
