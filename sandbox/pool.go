@@ -284,7 +284,19 @@ func (p *Pool) Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{ID: spec.ID, InstanceID: spec.InstanceID, ExitCode: -1, Canceled: ctx.Err() != nil}, err
 	}
-	return <-ch, nil
+	select {
+	case res := <-ch:
+		return res, nil
+	case <-ctx.Done():
+		// Still queued, or its container going: the pool cleans up on its
+		// own and the result channel is buffered, so nobody needs to wait.
+		select {
+		case res := <-ch:
+			return res, nil
+		default:
+			return Result{ID: spec.ID, InstanceID: spec.InstanceID, ExitCode: -1, Canceled: true}, nil
+		}
+	}
 }
 
 // Subscribe returns a channel of log batches of every evaluation and a
@@ -393,14 +405,15 @@ func (p *Pool) prepare() {
 			pj := p.prepareOne(j)
 			select {
 			case p.ready <- pj:
-			case <-p.ctx.Done():
+			case <-pj.ctx.Done(): // cancelled, or the pool closes
 				p.mu.Lock()
 				p.waiting--
 				p.mu.Unlock()
 				p.release(pj)
 				pj.cancel()
-				j.resultCh <- Result{ID: j.spec.ID, InstanceID: j.spec.InstanceID, ExitCode: -1, Canceled: true}
-				return
+				res := Result{ID: j.spec.ID, InstanceID: j.spec.InstanceID, ExitCode: -1, Canceled: true}
+				p.record(res)
+				j.resultCh <- res
 			}
 		}
 	}

@@ -247,6 +247,46 @@ func TestPoolQueueBounded(t *testing.T) {
 	}
 }
 
+// TestPoolCancelWhileWaiting cancels evaluations that wait (queued, or
+// prepared with no free worker): they end at once and their containers go.
+func TestPoolCancelWhileWaiting(t *testing.T) {
+	f := newFake("a", fakeImage)
+	p := fakePool(t, Options{Workers: 1, Queue: 4}, f)
+	busy, err := p.Submit(context.Background(), fspec("busy", "hang"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	type out struct {
+		res Result
+		err error
+	}
+	done := make(chan out, 3)
+	for i := 0; i < 3; i++ { // one prepared, two queued
+		go func() {
+			res, err := p.Run(ctx, fspec(fmt.Sprint(i), "exit 0"))
+			done <- out{res, err}
+		}()
+	}
+	waitFor(t, "three waiting", func() bool { return p.State().Queue == 3 })
+	cancel()
+	for i := 0; i < 3; i++ {
+		select {
+		case o := <-done:
+			if o.err != nil || !o.res.Canceled {
+				t.Errorf("cancelled waiting evaluation: %+v %v", o.res, o.err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("a cancelled evaluation is still waiting")
+		}
+	}
+	waitFor(t, "the waiting ones cleaned up", func() bool { c, r, live := f.counts(); return live == 1 && c == r+1 && p.State().Queue == 0 })
+	p.Close(context.Background())
+	if res := <-busy; !res.Canceled {
+		t.Errorf("busy after close: %+v", res)
+	}
+}
+
 func TestPoolSlowSubscriberDropsNotBlocks(t *testing.T) {
 	f := newFake("a", fakeImage)
 	p := fakePool(t, Options{Workers: 1}, f)
