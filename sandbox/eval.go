@@ -101,7 +101,7 @@ type Runner struct {
 
 // apiTimeout bounds the calls that should be quick (create, copy, attach,
 // start), so a wedged daemon becomes an infrastructure failure, not a hang.
-const apiTimeout = 2 * time.Minute
+var apiTimeout = 2 * time.Minute
 
 // removeTimeout bounds cleanup calls, which run on their own context so that
 // a cancelled caller still gets its container removed.

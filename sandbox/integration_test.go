@@ -358,6 +358,18 @@ echo "survived pids.current=$cur refused=$hits"`,
 	}
 }
 
+// TestRunOutlivesAPITimeout: the attach stream and the wait outlive the
+// bound on the quick API calls.
+func TestRunOutlivesAPITimeout(t *testing.T) {
+	old := apiTimeout
+	apiTimeout = time.Second
+	defer func() { apiTimeout = old }()
+	res := testRunner(t).Run(context.Background(), shellSpec(t, "echo a; sleep 2; echo b; exit 4", 30*time.Second), nil)
+	if res.Infra != nil || res.ExitCode != 4 || res.Log != "a\nb\n" {
+		t.Errorf("exit %d infra %v log %q", res.ExitCode, res.Infra, res.Log)
+	}
+}
+
 func TestRunMissingImage(t *testing.T) {
 	r := testRunner(t)
 	spec := Spec{ID: "missing", Image: "swetui/no-such-image:none", Script: "true", Timeout: time.Minute}
