@@ -142,7 +142,7 @@ func EvalScript(s ScriptSpec) (script, nonce string) {
 	w("  method=%s", ApplyGit)
 	w("elif revert_touched %s; git apply --verbose --reject %s; then", mp, mp)
 	w("  method=%s", ApplyGitReject)
-	w("elif revert_touched %s; patch --batch --fuzz=5 -p1 --forward -i %s; then", mp, mp)
+	w("elif revert_touched %s; patch --batch --fuzz=5 -p1 --forward --no-backup-if-mismatch -i %s; then", mp, mp)
 	w("  method=%s", ApplyPatch)
 	w("else")
 	w("  revert_touched %s", mp)

@@ -85,7 +85,8 @@ func TestEvalScriptOnHost(t *testing.T) {
 		noTestFile string // a file that must not exist afterwards
 	}{
 		{name: "gold applies with git apply", patch: gold, method: ApplyGit, exit: 0, complete: true, wantInLog: "add PASSED", calcAfter: goldCalc},
-		{name: "fuzzy context needs patch", patch: fuzzy, method: ApplyPatch, exit: 0, complete: true, wantInLog: "add PASSED", calcAfter: goldCalc},
+		{name: "fuzzy context needs patch", patch: fuzzy, method: ApplyPatch, exit: 0, complete: true, wantInLog: "add PASSED", calcAfter: goldCalc,
+			noTestFile: "calc.py.orig"},
 		{name: "missing trailing newline: git refuses, patch rescues", patch: strings.TrimSuffix(gold, "\n"), method: ApplyPatch, exit: 0, complete: true, calcAfter: goldCalc},
 		{name: "empty patch runs the tests", patch: "", method: ApplyEmpty, exit: 1, complete: true, wantInLog: "add FAILED"},
 		{name: "garbage fails", patch: "this is not a diff\n", method: ApplyFailed, exit: ExitPatchFailed},
