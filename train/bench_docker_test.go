@@ -1,0 +1,156 @@
+package train_test
+
+// BenchmarkGRPOStepDocker measures a GRPO step in the docker phase on the
+// embedded suite, split into sampling, reward (real containers) and training,
+// sync against async. Half of each group is the task's gold patch, so tests
+// really run and rewards vary; the other half is what the model samples.
+//
+//	go test ./train -run '^$' -bench GRPOStepDocker -benchtime 8x
+//
+// It needs the Docker Engine and the suite's image (make setup).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/reward"
+	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/task"
+	"github.com/swetui/swetui/train"
+)
+
+// goldMixPolicy samples with the real model, then swaps every other
+// completion for the task's gold reply (with its logprobs under the model).
+type goldMixPolicy struct {
+	*train.ModelPolicy
+	gold map[string][]int // last tokens of a prompt -> gold reply tokens
+}
+
+func promptKey(prompt []int) string { return fmt.Sprint(prompt[max(0, len(prompt)-32):]) }
+
+func (g *goldMixPolicy) Sample(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, error) {
+	samples, err := g.ModelPolicy.Sample(ctx, prompt, n, o)
+	if err != nil {
+		return nil, err
+	}
+	gold := g.gold[promptKey(prompt)]
+	for i := 0; i < len(samples) && gold != nil; i += 2 {
+		lp, err := g.ModelPolicy.Logprobs(ctx, []train.Sequence{{Prompt: prompt, Completion: gold}})
+		if err != nil {
+			return nil, err
+		}
+		samples[i] = train.Sample{Tokens: gold, Logprobs: lp[0]}
+	}
+	return samples, nil
+}
+
+func BenchmarkGRPOStepDocker(b *testing.B) {
+	for _, mode := range []string{"sync", "async"} {
+		b.Run(mode, func(b *testing.B) { benchStepDocker(b, mode == "async") })
+	}
+}
+
+func benchStepDocker(b *testing.B, async bool) {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Run.OutDir, cfg.Run.MaxSteps, cfg.Run.SaveEvery = b.TempDir(), b.N, 0
+	cfg.Curriculum.Phase, cfg.Curriculum.Auto = config.PhaseDocker, false
+	cfg.GRPO.GroupSize, cfg.GRPO.PromptsPerStep = 4, 2
+	cfg.Model = config.Model{Layers: 2, DModel: 64, Heads: 4, KVHeads: 2, DFF: 192, Context: 1024, VocabSize: 768, RopeTheta: 10000}
+	cfg.Sample.MaxNewTokens = 200
+	cfg.Watchdog.BarrenEpochs = 0
+	if async {
+		cfg.GRPO.Async.Enabled, cfg.GRPO.Async.MaxTrajectoryAgeSteps = true, 1
+		cfg.GRPO.ISCorrection = "truncated"
+	}
+	suite, err := task.GenerateMiniFor(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	repos, err := suite.Materialize(ctx, task.DefaultCacheDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(cfg.Sandbox, fmt.Sprintf("bench-%d", os.Getpid())))
+	if err != nil {
+		b.Skipf("no Docker: %v", err)
+	}
+	defer pool.Close(context.WithoutCancel(ctx))
+	scorer := reward.NewScorer(cfg.Reward, &reward.PoolEvaluator{Pool: pool})
+	defer scorer.Close()
+
+	var tasks []*task.Instance
+	for i := range suite.Tasks {
+		if in := &suite.Tasks[i].Instance; in.Split == task.SplitTrain && len(tasks) < 8 {
+			tasks = append(tasks, in)
+			scorer.Applier.RegisterInstance(in.InstanceID, repos[in.InstanceID])
+		}
+	}
+	prompter := train.RepoPrompter{MaxContextBytes: 1200, RepoDir: func(_ context.Context, in *task.Instance) (string, error) { return repos[in.InstanceID], nil }}
+	var texts []string
+	for _, in := range tasks {
+		p, err := prompter.Prompt(ctx, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		texts = append(texts, p, train.GoldCompletion(in.Patch))
+	}
+	tok, err := model.TrainBPE(ctx, slices.Values(texts), cfg.Model.VocabSize, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mc := model.ConfigFrom(cfg.Model)
+	mc.VocabSize = tok.VocabSize()
+	m, err := model.New(mc, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sched, _ := model.NewSchedule(cfg.Optim, b.N)
+	pol := train.NewModelPolicy(m, model.NewAdamW(cfg.Optim, m.NumParams()), sched, tok, 1, 1)
+	pol.Temp = cfg.Sample.Temperature
+	gold := map[string][]int{}
+	for i, in := range tasks {
+		prompt := tok.Encode(texts[2*i])
+		gold[promptKey(prompt)] = tok.Encode(train.GoldCompletion(in.Patch))
+	}
+	ref := &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
+	tr := train.New(cfg, train.Deps{Policy: &goldMixPolicy{pol, gold}, Reference: ref, Tokenizer: tok,
+		Scorer: scorer.Breakdowns(), Prompter: prompter, Tasks: tasks, DockerOK: true})
+	var steps []train.StepFinished
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range tr.Events() {
+			if sf, ok := ev.(train.StepFinished); ok {
+				steps = append(steps, sf)
+			}
+		}
+	}()
+	b.ResetTimer()
+	if err := tr.Run(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	<-done
+	var sample, rew, trn, step, resolved float64
+	for _, s := range steps {
+		sample += s.Metrics.SampleSeconds
+		rew += s.Metrics.RewardSeconds
+		trn += s.Metrics.TrainSeconds
+		step += s.Metrics.StepSeconds
+		resolved += s.Metrics.ResolvedRate
+	}
+	n := float64(len(steps))
+	if resolved == 0 {
+		b.Fatal("no gold patch resolved: the docker phase did not run tests")
+	}
+	b.ReportMetric(sample/n, "sample-s/step")
+	b.ReportMetric(rew/n, "reward-s/step")
+	b.ReportMetric(trn/n, "train-s/step")
+	b.ReportMetric(step/n, "step-s")
+}
