@@ -98,42 +98,10 @@ func TestConsoleInTmux(t *testing.T) {
 		t.Skip("no Docker daemon: the console test checks for leaked containers")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "swetui")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, dir)
 	out := filepath.Join(dir, "run")
-	// A small, fast configuration: no warm start, a tiny model, short replies.
 	runName := "e2e-" + strconv.Itoa(os.Getpid())
-	cfg := fmt.Sprintf(`[run]
-name = %q
-out_dir = %q
-max_steps = 0
-save_every = 0
-sft_first = false
-[data]
-mini_tasks = 20
-[model]
-layers = 1
-d_model = 32
-heads = 2
-kv_heads = 1
-d_ff = 64
-context = 256
-vocab_size = 400
-[sample]
-max_new_tokens = 24
-[grpo]
-prompts_per_step = 1
-[curriculum]
-auto = false
-[watchdog]
-barren_epochs = 0
-`, runName, out)
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeSmallConfig(t, dir, runName, out, 0)
 	exitFile := filepath.Join(dir, "exit")
 	s := &tmuxSession{t: t, socket: "swetui-e2e-" + strconv.Itoa(os.Getpid()), name: "e2e"}
 	s.cmd("new-session", "-d", "-s", s.name, "-x", "120", "-y", "36",
@@ -221,4 +189,108 @@ func metricsHavePhase(t *testing.T, path, phase string) bool {
 		}
 	}
 	return false
+}
+
+func buildBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "swetui")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// writeSmallConfig writes a small, fast configuration: no warm start, a tiny
+// model, short replies, and a run that goes on until stopped.
+func writeSmallConfig(t *testing.T, dir, runName, out string, saveEvery int) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`[run]
+name = %q
+out_dir = %q
+max_steps = 0
+save_every = %d
+sft_first = false
+[data]
+mini_tasks = 20
+[model]
+layers = 1
+d_model = 32
+heads = 2
+kv_heads = 1
+d_ff = 64
+context = 256
+vocab_size = 400
+[sample]
+max_new_tokens = 24
+[grpo]
+prompts_per_step = 1
+[curriculum]
+auto = false
+[watchdog]
+barren_epochs = 0
+`, runName, out, saveEvery)
+	path := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// After kill -9 mid-run (checkpoints being written every step), the newest
+// complete checkpoint loads and the run goes on from it.
+func TestKill9LeavesALoadableCheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := buildBinary(t, dir)
+	out := filepath.Join(dir, "run")
+	cfgPath := writeSmallConfig(t, dir, "kill9-"+strconv.Itoa(os.Getpid()), out, 1)
+	cmd := exec.Command(bin, "run", "--headless", "--config", cfgPath)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		matches, _ := filepath.Glob(filepath.Join(out, "checkpoints", "step-*"))
+		if len(matches) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no checkpoints written")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no cleanup runs
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	latest := newestCheckpoint(t, out)
+	n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(latest), "step-"))
+	resumed, err := exec.Command(bin, "run", "--headless", "--config", cfgPath, fmt.Sprintf("run.max_steps=%d", n+2)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("resume after kill -9: %v\n%s", err, resumed)
+	}
+	want := fmt.Sprintf("resumed from %s at step %d", latest, n)
+	if !strings.Contains(string(resumed), want) || !strings.Contains(string(resumed), fmt.Sprintf("stopped at step %d: finished", n+2)) {
+		t.Fatalf("want %q and a finish at step %d:\n%s", want, n+2, resumed)
+	}
+}
+
+// newestCheckpoint is the newest checkpoint folder with a state.json: the
+// trainer's own rule, restated so the test does not lean on it.
+func newestCheckpoint(t *testing.T, out string) string {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(out, "checkpoints", "step-*", "state.json"))
+	if len(matches) == 0 {
+		t.Fatal("no complete checkpoint after kill -9")
+	}
+	newest := ""
+	for _, m := range matches {
+		if d := filepath.Dir(m); d > newest {
+			newest = d
+		}
+	}
+	return newest
 }
