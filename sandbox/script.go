@@ -22,6 +22,10 @@ import (
 //	SWETUI-END <nonce>                    preceded by a newline the script adds
 //	SWETUI-EXIT <nonce> <status>          the test runner's exit status
 //
+// The lines come in this order because the script applies the model patch
+// first, then resets the test files and applies the test patch (the
+// harness's order: whatever the model did to the tests is undone).
+//
 // When the model patch applies with none of the methods, the script prints
 // "SWETUI-APPLY <nonce> failed" and exits with ExitPatchFailed without running
 // the tests; when the test patch fails it exits with ExitTestPatchFailed.
