@@ -122,6 +122,14 @@ func runScore(ctx context.Context, env Env, args []string) error {
 		for id, path := range repos {
 			scorer.Applier.RegisterInstance(id, path)
 		}
+		scorer.Applier.Fill = imageFill(cfg, "", func(repo string) *task.Instance {
+			for i := range insts {
+				if insts[i].Repo == repo {
+					return &insts[i]
+				}
+			}
+			return nil
+		})
 	}
 	par := cfg.Sandbox.Workers
 	if *mode != reward.ModeDocker || par < 1 {

@@ -198,8 +198,40 @@ func (ws *workspace) rewards(ctx context.Context, runID string) (sc *reward.Scor
 		for id, path := range ws.repos {
 			sc.Applier.RegisterInstance(id, path)
 		}
+		if dockerErr == nil {
+			sc.Applier.Fill = imageFill(ws.cfg, runID, func(repo string) *task.Instance {
+				for _, in := range ws.tasks {
+					if in.Repo == repo {
+						return in
+					}
+				}
+				return nil
+			})
+		}
 	}
 	return sc, pool, dockerErr
+}
+
+// imageFill fills the apply-check cache of a repository that has no local
+// clone once, by copying its working tree out of a task's image (the first
+// Docker host's copy).
+func imageFill(cfg config.Config, runID string, instanceOf func(repo string) *task.Instance) func(ctx context.Context, repo, dst string) error {
+	return func(ctx context.Context, repo, dst string) error {
+		in := instanceOf(repo)
+		if in == nil {
+			return fmt.Errorf("no task of %s names an image to copy it from", repo)
+		}
+		endpoint := ""
+		if len(cfg.Sandbox.Hosts) > 0 {
+			endpoint = cfg.Sandbox.Hosts[0]
+		}
+		d, err := sandbox.Connect(ctx, endpoint)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return sandbox.CopyOut(ctx, d, runID, in.ImageName(), in.WorkdirOrDefault(), dst)
+	}
 }
 
 // closePool tears the pool down with its own deadline: the run's context
