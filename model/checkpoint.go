@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/swetui/swetui/internal/durable"
 )
 
 // A checkpoint is a directory that Hugging Face transformers can also read
@@ -185,16 +187,16 @@ func writeDirAtomic(dir string, files map[string][]byte) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("save checkpoint %s: %w", dir, err)
 		}
-		if err := writeSynced(p, data); err != nil {
+		if err := durable.WriteFile(p, data); err != nil {
 			return fmt.Errorf("save checkpoint %s: %w", dir, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(tmp, "extra")); err == nil {
-		if err := syncDir(filepath.Join(tmp, "extra")); err != nil {
+		if err := durable.SyncDir(filepath.Join(tmp, "extra")); err != nil {
 			return err
 		}
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := durable.SyncDir(tmp); err != nil {
 		return err
 	}
 	var old string
@@ -214,23 +216,7 @@ func writeDirAtomic(dir string, files map[string][]byte) error {
 	if old != "" {
 		os.RemoveAll(old)
 	}
-	return syncDir(parent)
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return durable.SyncDir(parent)
 }
 
 // readWeights reads model.safetensors, or the shards that

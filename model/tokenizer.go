@@ -13,6 +13,8 @@ import (
 
 	"github.com/dlclark/regexp2"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/swetui/swetui/internal/durable"
 )
 
 // Names of the special tokens of the chat template (ChatML, as Qwen2 uses).
@@ -726,7 +728,7 @@ func (t *Tokenizer) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("save tokenizer %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := durable.ReplaceFile(path, data); err != nil {
 		return fmt.Errorf("save tokenizer: %w", err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/internal/durable"
 )
 
 // Store saves and restores the policy's side of a checkpoint (weights,
@@ -67,11 +68,11 @@ func (t *Trainer) save(ctx context.Context) error {
 		name string
 		data []byte
 	}{{configFile, cfgText}, {stateFile, state}} {
-		if err := writeFileSync(filepath.Join(tmp, f.name), f.data); err != nil {
+		if err := durable.WriteFile(filepath.Join(tmp, f.name), f.data); err != nil {
 			return fmt.Errorf("save checkpoint %s: %w", final, err)
 		}
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := durable.SyncDir(tmp); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", final, err)
 	}
 	if _, err := os.Stat(final); err == nil {
@@ -85,7 +86,7 @@ func (t *Trainer) save(ctx context.Context) error {
 	if err := os.Rename(tmp, final); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", final, err)
 	}
-	if err := syncDir(root); err != nil {
+	if err := durable.SyncDir(root); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", final, err)
 	}
 	t.publish(CheckpointSaved{Step: t.st.Step, Path: final})
@@ -211,29 +212,4 @@ func CheckCompatible(dir string, cfg config.Config) error {
 		}
 	}
 	return nil
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
