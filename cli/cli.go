@@ -183,6 +183,17 @@ func configFlag(fs *flag.FlagSet, env Env) func(overrides []string) (config.Conf
 	}
 }
 
+// parseAndLoad parses a command's flags and overrides, then resolves and
+// validates its config.
+func parseAndLoad(fs *flag.FlagSet, load func([]string) (config.Config, error), args []string) (config.Config, []string, error) {
+	overrides, err := parseFlags(fs, args)
+	if err != nil {
+		return config.Config{}, nil, err
+	}
+	cfg, err := load(overrides)
+	return cfg, overrides, err
+}
+
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
@@ -191,11 +202,7 @@ func fileExists(path string) bool {
 func runConfig(ctx context.Context, env Env, args []string) error {
 	fs := newFlags(env, "config")
 	load := configFlag(fs, env)
-	overrides, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, err := load(overrides)
+	cfg, _, err := parseAndLoad(fs, load, args)
 	if err != nil {
 		return err
 	}

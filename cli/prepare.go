@@ -22,11 +22,7 @@ func runPrepare(ctx context.Context, env Env, args []string) error {
 	fs := newFlags(env, "prepare")
 	load := configFlag(fs, env)
 	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
-	overrides, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, err := load(overrides)
+	cfg, _, err := parseAndLoad(fs, load, args)
 	if err != nil {
 		return err
 	}

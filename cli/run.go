@@ -20,11 +20,7 @@ func runRun(ctx context.Context, env Env, args []string) error {
 	fs := newFlags(env, "run")
 	load := configFlag(fs, env)
 	headless := fs.Bool("headless", false, "run without the console: one line per step on stdout")
-	overrides, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, err := load(overrides)
+	cfg, _, err := parseAndLoad(fs, load, args)
 	if err != nil {
 		return err
 	}

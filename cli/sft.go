@@ -15,11 +15,7 @@ import (
 func runSFT(ctx context.Context, env Env, args []string) error {
 	fs := newFlags(env, "sft")
 	load := configFlag(fs, env)
-	overrides, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, err := load(overrides)
+	cfg, _, err := parseAndLoad(fs, load, args)
 	if err != nil {
 		return err
 	}
