@@ -48,11 +48,11 @@ func commands() []command {
 	return []command{
 		{"run", "[--config F] [--headless] [key.path=value ...]", "training console (TUI when stdout is a terminal)", runRun},
 		{"config", "[--config F] [key.path=value ...]", "print the resolved config as TOML", runConfig},
-		{"score", "--predictions P.jsonl|gold|empty [--dataset D] [--mode syntax|apply-only|docker] [--out report.json]", "score SWE-bench-format predictions", runScore},
-		{"grade", "--instance I.json --log test_output.txt", "parse and grade one test log as JSON", runGrade},
+		{"score", "--predictions P.jsonl|gold|empty [--dataset D] [--mode syntax|apply-only|docker] [--out report.json] [--workers N]", "score SWE-bench-format predictions", runScore},
+		{"grade", "--instance I.json --log test_output.txt [--parser P]", "parse and grade one test log as JSON", runGrade},
 		{"prepare", "[--dataset D]", "build or pull the images a dataset needs", runPrepare},
 		{"sft", "[--config F] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", runSFT},
-		{"eval", "--ckpt C [--dataset D] [--out preds.jsonl]", "generate one patch per task with a checkpoint and score them", runEval},
+		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--mode M] [--temperature T]", "generate one patch per task with a checkpoint and score them", runEval},
 		{"version", "", "print the version", runVersion},
 	}
 }
@@ -221,22 +221,4 @@ func runVersion(ctx context.Context, env Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "swetui %s\n", Version)
 	return nil
-}
-
-// notYet is what a command says until the issue that builds it lands.
-func notYet(env Env, name string, args []string, issue int) error {
-	fs := newFlags(env, name)
-	fs.String("config", "", "config file")
-	fs.String("predictions", "", "predictions")
-	fs.String("dataset", "", "dataset")
-	fs.String("mode", "", "mode")
-	fs.String("out", "", "output")
-	fs.String("instance", "", "instance")
-	fs.String("log", "", "log")
-	fs.String("ckpt", "", "checkpoint")
-	fs.Bool("headless", false, "headless")
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	return fmt.Errorf("%q is not built yet (issue %d); nothing was done", name, issue)
 }
