@@ -385,3 +385,36 @@ func TestWarmupRunsOnlyOnAFreshRun(t *testing.T) {
 		t.Fatalf("resumed run warmed up again (%d calls)", calls)
 	}
 }
+
+func TestDockerPhaseRefusedWithoutDocker(t *testing.T) {
+	cfg := testConfig(t, "run.max_steps=0")
+	pol := newBandit(6, 0.5, 3)
+	tr := New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Scorer: rewardOf3, Prompter: staticPrompter{},
+		Tasks: fakeTasks(5), DockerOK: false})
+	evs := tr.Events()
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(context.Background()) }()
+	tr.SetPhase("docker")
+	var warning Message
+	for ev := range evs {
+		switch e := ev.(type) {
+		case PhaseChanged:
+			t.Fatalf("switched to %s without Docker", e.To)
+		case Message:
+			if e.Level == Warn {
+				warning = e
+				tr.Stop()
+			}
+		case StepFinished:
+			if e.Phase == "docker" {
+				t.Fatal("a docker step ran without Docker")
+			}
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warning.Text, "docker phase unavailable: the Docker daemon is not reachable") {
+		t.Fatalf("warning %q", warning.Text)
+	}
+}
