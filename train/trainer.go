@@ -430,7 +430,7 @@ func (t *Trainer) step(ctx context.Context) error {
 	t.lastTrainable = len(seqs)
 	if len(seqs) > 0 {
 		t.model.Lock()
-		err := t.update(ctx, seqs, inputs, &m)
+		err := t.update(ctx, seqs, inputs, onPolicy(groups, t.d.Policy.Version()), &m)
 		t.model.Unlock()
 		if err != nil {
 			return err
@@ -539,10 +539,30 @@ func (t *Trainer) lossInputs(groups []*group) ([]Sequence, []SeqInput) {
 	return seqs, inputs
 }
 
-func (t *Trainer) update(ctx context.Context, seqs []Sequence, inputs []SeqInput, m *Metrics) error {
+// onPolicy reports whether every group was sampled by the current weights.
+func onPolicy(groups []*group, version int) bool {
+	for _, gr := range groups {
+		if gr.version != version {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Trainer) update(ctx context.Context, seqs []Sequence, inputs []SeqInput, onPolicy bool, m *Metrics) error {
 	g := t.cfg.GRPO
-	logp, err := t.d.Policy.Logprobs(ctx, seqs)
-	if err != nil {
+	// Completions sampled by the current weights already carry their
+	// logprobs (the sampler and the graph agree to ~1e-6): the forward pass
+	// is needed only for stale ones. This is GRPO's single-update case,
+	// where the ratio starts at 1 (TRL detaches the same logprobs).
+	var logp [][]float64
+	var err error
+	if onPolicy {
+		logp = make([][]float64, len(inputs))
+		for i := range inputs {
+			logp[i] = inputs[i].Behaviour
+		}
+	} else if logp, err = t.d.Policy.Logprobs(ctx, seqs); err != nil {
 		return fmt.Errorf("policy logprobs: %w", err)
 	}
 	var ref [][]float64
