@@ -287,7 +287,7 @@ func TestLoadSelection(t *testing.T) {
 func TestLoadRealInstances(t *testing.T) {
 	path := filepath.Join(realdata, "swebench_lite_sample30.jsonl")
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("real data not available: %v", err)
+		t.Fatalf("shared/realdata must sit beside the checkout (CI copies it there): %v", err)
 	}
 	got, err := Load(context.Background(), dataCfg(path))
 	if err != nil {
