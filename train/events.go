@@ -104,7 +104,7 @@ type CompletionScored struct {
 	// IssueText is the task's problem statement, shown by the console's
 	// issue view (`i`). The same string value for every completion of a
 	// group shares its memory; may be empty.
-	IssueText string
+	IssueText string `json:"-"` // not repeated in rollouts.jsonl: the dataset has it
 }
 
 // ContainerLog is a batch of log lines of one evaluation.
