@@ -127,13 +127,7 @@ func TestApplierMatchesFullCheckout(t *testing.T) {
 	a.Register("acme/widget", dir)
 	for _, tt := range applyCases {
 		t.Run(tt.name, func(t *testing.T) {
-			work := t.TempDir()
-			gitT(t, work, "clone", "-q", dir, ".")
-			gitT(t, work, "checkout", "-q", commit)
-			pf := filepath.Join(t.TempDir(), "model.patch")
-			if err := os.WriteFile(pf, []byte(tt.diff), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			work, pf := checkoutWithPatch(t, dir, commit, tt.diff)
 			script := `
 revert() { git checkout -q -- . ; git clean -qfd ; }
 if git apply --verbose "$1"; then echo git-apply
@@ -290,4 +284,18 @@ func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// checkoutWithPatch clones dir at commit into a fresh folder and writes diff
+// to a patch file beside it, as the container has them.
+func checkoutWithPatch(t *testing.T, dir, commit, diff string) (work, patchFile string) {
+	t.Helper()
+	work = t.TempDir()
+	gitT(t, work, "clone", "-q", dir, ".")
+	gitT(t, work, "checkout", "-q", commit)
+	patchFile = filepath.Join(t.TempDir(), "model.patch")
+	if err := os.WriteFile(patchFile, []byte(diff), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return work, patchFile
 }

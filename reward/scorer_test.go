@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -275,13 +274,7 @@ func TestApplierMatchesEvalScript(t *testing.T) {
 	a.Register("acme/widget", dir)
 	for _, tt := range applyCases {
 		t.Run(tt.name, func(t *testing.T) {
-			work := t.TempDir()
-			gitT(t, work, "clone", "-q", dir, ".")
-			gitT(t, work, "checkout", "-q", commit)
-			pf := filepath.Join(t.TempDir(), "model.patch")
-			if err := os.WriteFile(pf, []byte(tt.diff), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			work, pf := checkoutWithPatch(t, dir, commit, tt.diff)
 			script, nonce := sandbox.EvalScript(sandbox.ScriptSpec{Workdir: work, BaseCommit: commit, ModelPatchPath: pf, TestCmd: "true"})
 			cmd := exec.Command("bash", "-c", script)
 			cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")

@@ -21,15 +21,7 @@ import (
 // A sample covering every bug family runs by default; SWETUI_MINI_FULL=1
 // runs the whole suite (a few minutes on two cores).
 func TestMiniTasksRunInContainer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("docker CLI not installed")
-	}
-	if err := exec.Command("docker", "image", "inspect", MiniBaseImage).Run(); err != nil {
-		t.Skipf("base image %s not built (.ci/base-image.sh)", MiniBaseImage)
-	}
+	requireDockerBase(t)
 	cfg := config.Default()
 	s := miniSuite(t, cfg.Data.MiniSeed, cfg.Data.MiniTasks)
 	full := os.Getenv("SWETUI_MINI_FULL") == "1"
@@ -211,15 +203,7 @@ func checkTaskLog(in Instance, log string) []string {
 // inside it as the image's default user: clean checkout at base_commit,
 // tests collected.
 func TestMiniImageBuilds(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("docker CLI not installed")
-	}
-	if err := exec.Command("docker", "image", "inspect", MiniBaseImage).Run(); err != nil {
-		t.Skipf("base image %s not built (.ci/base-image.sh)", MiniBaseImage)
-	}
+	requireDockerBase(t)
 	cfg := config.Default()
 	cfg.Data.MiniTasks = 5
 	tag := fmt.Sprintf("swetui/mini-test:%d", time.Now().UnixNano())
@@ -255,5 +239,20 @@ func TestMiniImageBuilds(t *testing.T) {
 	labels, err := exec.Command("docker", "image", "inspect", "-f", "{{index .Config.Labels \""+MiniDigestLabel+"\"}}", tag).Output()
 	if err != nil || strings.TrimSpace(string(labels)) != s.Digest() {
 		t.Fatalf("label %s = %q (%v), want %s", MiniDigestLabel, labels, err, s.Digest())
+	}
+}
+
+// requireDockerBase skips a container test with -short, or where there is no
+// Docker CLI or no base image to build on (make setup builds it).
+func requireDockerBase(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("docker CLI not installed")
+	}
+	if err := exec.Command("docker", "image", "inspect", MiniBaseImage).Run(); err != nil {
+		t.Skipf("base image %s not built (.ci/base-image.sh)", MiniBaseImage)
 	}
 }
