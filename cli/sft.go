@@ -41,8 +41,8 @@ func runSFT(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
-	fmt.Fprintf(env.Stdout, "sft: %d steps on %d tasks (%d gold patches longer than sample.max_new_tokens skipped) in %s\n",
-		len(res.Losses), res.Used, res.Skipped, time.Since(start).Round(time.Second))
+	fmt.Fprintf(env.Stdout, "sft: %d steps on %d examples (%d of them synthetic fixes; %d gold patches longer than sample.max_new_tokens skipped) in %s\n",
+		len(res.Losses), res.Used, res.Synthetic, res.Skipped, time.Since(start).Round(time.Second))
 	fmt.Fprintf(env.Stdout, "loss: %s\n", lossCurve(res.Losses, 10))
 	fmt.Fprintf(env.Stdout, "checkpoint: %s\n", ws.sftDir())
 	return nil

@@ -161,12 +161,13 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*train.Mo
 // dir.
 func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string, publish func(train.Event)) (train.SFTResult, error) {
 	c := ws.cfg
-	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, c.Model.Context, c.Sample.MaxNewTokens)
+	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, train.SFTData{
+		Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens, Synthetic: c.SFT.SyntheticPerTask, Seed: c.Run.Seed})
 	if err != nil {
 		return train.SFTResult{}, err
 	}
 	res, err := train.RunSFT(ctx, train.SFTOptions{Steps: c.SFT.Steps, BatchSize: c.SFT.BatchSize, Seed: c.Run.Seed,
-		Context: c.Model.Context, MaxNewTokens: c.Sample.MaxNewTokens}, pol, examples, publish)
+		Context: c.Model.Context, MaxNewTokens: c.Sample.MaxNewTokens, PromptWeight: c.SFT.PromptLossWeight}, pol, examples, publish)
 	res.Skipped = skipped
 	if err != nil {
 		return res, err

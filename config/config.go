@@ -143,7 +143,13 @@ type SFT struct {
 	Steps     int     `toml:"steps"`
 	BatchSize int     `toml:"batch_size"`
 	LR        float64 `toml:"lr"`
-	Out       string  `toml:"out"`
+	// SyntheticPerTask extra examples per task, each a small bug injected
+	// into the task's files and the diff that reverts it.
+	SyntheticPerTask int `toml:"synthetic_per_task"`
+	// PromptLossWeight > 0 also trains on the prompts' tokens, weighted this
+	// much against the completions'.
+	PromptLossWeight float64 `toml:"prompt_loss_weight"`
+	Out              string  `toml:"out"`
 }
 
 // Watchdog bounds how long the trainer may go without progress.
@@ -189,7 +195,7 @@ func Default() Config {
 		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 0, ApplyOnHost: true},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest"},
-		SFT:      SFT{Steps: 300, BatchSize: 4, LR: 1e-3},
+		SFT:      SFT{Steps: 300, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
 	}

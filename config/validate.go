@@ -141,6 +141,8 @@ func Validate(cfg Config) error {
 	positive("sft.steps", cfg.SFT.Steps)
 	positive("sft.batch_size", cfg.SFT.BatchSize)
 	check(cfg.SFT.LR <= 0, "sft.lr", cfg.SFT.LR, "must be positive")
+	check(cfg.SFT.PromptLossWeight < 0, "sft.prompt_loss_weight", cfg.SFT.PromptLossWeight, "must be 0 (reply only) or more")
+	check(cfg.SFT.SyntheticPerTask < 0, "sft.synthetic_per_task", cfg.SFT.SyntheticPerTask, "must be 0 (none) or more")
 	check(cfg.Watchdog.StallS < 0, "watchdog.stall_s", cfg.Watchdog.StallS, "must be 0 (off) or more")
 	check(cfg.Watchdog.BarrenEpochs < 0, "watchdog.barren_epochs", cfg.Watchdog.BarrenEpochs, "must be 0 (never stop) or more")
 	check(cfg.UI.RefreshMS < 10, "ui.refresh_ms", cfg.UI.RefreshMS, "must be at least 10")

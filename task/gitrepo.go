@@ -183,10 +183,10 @@ func (g *gitRepo) write(root string, put func(path string, data []byte) error) e
 	return nil
 }
 
-// unifiedDiff is a git-style patch turning old into new for one file: one
+// UnifiedDiff is a git-style patch turning old into new for one file: one
 // hunk spanning everything between the common head and tail, with three
 // lines of context. Both texts end in a newline.
-func unifiedDiff(path, old, new string) string {
+func UnifiedDiff(path, old, new string) string {
 	a, b := splitLines(old), splitLines(new)
 	pre := 0
 	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {

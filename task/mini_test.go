@@ -244,7 +244,7 @@ func TestUnifiedDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := unifiedDiff("f.py", tt.old, tt.new); got != tt.want {
+			if got := UnifiedDiff("f.py", tt.old, tt.new); got != tt.want {
 				t.Fatalf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})

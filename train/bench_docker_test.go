@@ -25,28 +25,34 @@ import (
 )
 
 // goldMixPolicy samples with the real model, then swaps every other
-// completion for the task's gold reply (with its logprobs under the model).
+// completion for the task's gold reply. The gold reply's logprobs are the
+// initial model's, computed once: the benchmark times the loop, and the
+// async loop samples from snapshots while the live weights train.
 type goldMixPolicy struct {
 	*train.ModelPolicy
-	gold map[string][]int // last tokens of a prompt -> gold reply tokens
+	gold map[string]train.Sample // last tokens of a prompt -> gold reply
 }
 
 func promptKey(prompt []int) string { return fmt.Sprint(prompt[max(0, len(prompt)-32):]) }
 
+func (g *goldMixPolicy) mix(prompt []int, samples []train.Sample) {
+	if gold, ok := g.gold[promptKey(prompt)]; ok {
+		for i := 0; i < len(samples); i += 2 {
+			samples[i] = gold
+		}
+	}
+}
+
 func (g *goldMixPolicy) Sample(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, error) {
 	samples, err := g.ModelPolicy.Sample(ctx, prompt, n, o)
-	if err != nil {
-		return nil, err
-	}
-	gold := g.gold[promptKey(prompt)]
-	for i := 0; i < len(samples) && gold != nil; i += 2 {
-		lp, err := g.ModelPolicy.Logprobs(ctx, []train.Sequence{{Prompt: prompt, Completion: gold}})
-		if err != nil {
-			return nil, err
-		}
-		samples[i] = train.Sample{Tokens: gold, Logprobs: lp[0]}
-	}
-	return samples, nil
+	g.mix(prompt, samples)
+	return samples, err
+}
+
+func (g *goldMixPolicy) SampleSnapshot(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, int, error) {
+	samples, v, err := g.ModelPolicy.SampleSnapshot(ctx, prompt, n, o)
+	g.mix(prompt, samples)
+	return samples, v, err
 }
 
 func BenchmarkGRPOStepDocker(b *testing.B) {
@@ -113,10 +119,15 @@ func benchStepDocker(b *testing.B, async bool) {
 	sched, _ := model.NewSchedule(cfg.Optim, b.N)
 	pol := train.NewModelPolicy(m, model.NewAdamW(cfg.Optim, m.NumParams()), sched, tok, 1, 1)
 	pol.Temp = cfg.Sample.Temperature
-	gold := map[string][]int{}
+	gold := map[string]train.Sample{}
 	for i, in := range tasks {
 		prompt := tok.Encode(texts[2*i])
-		gold[promptKey(prompt)] = tok.Encode(train.GoldCompletion(in.Patch))
+		reply := tok.Encode(train.GoldCompletion(in.Patch))
+		lp, err := pol.Logprobs(ctx, []train.Sequence{{Prompt: prompt, Completion: reply}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		gold[promptKey(prompt)] = train.Sample{Tokens: reply, Logprobs: lp[0]}
 	}
 	ref := &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
 	tr := train.New(cfg, train.Deps{Policy: &goldMixPolicy{pol, gold}, Reference: ref, Tokenizer: tok,

@@ -2,9 +2,11 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"sync"
 
 	"github.com/swetui/swetui/model"
 )
@@ -24,9 +26,24 @@ type ModelPolicy struct {
 	// temperature, so ratios compare like with like.
 	Temp float64
 
-	stop []int
-	pcg  *rand.PCG
-	rng  *rand.Rand
+	stop  []int
+	rngMu sync.Mutex // the sampler's random source: samplers and Save share it
+	pcg   *rand.PCG
+	rng   *rand.Rand
+
+	// Snapshots for SampleSnapshot: the newest copy and free ones to reuse.
+	// A copy still being sampled from when a newer one is published is
+	// recycled by its last user, so there are at most three.
+	snapMu sync.Mutex
+	snap   *weightSnapshot
+	spares []*weightSnapshot
+}
+
+// weightSnapshot is a copy of the policy's weights at one version.
+type weightSnapshot struct {
+	m       *model.Model
+	version int
+	users   int
 }
 
 // NewModelPolicy wraps m; sampling stops at the chat template's end-of-turn
@@ -45,7 +62,69 @@ func NewModelPolicy(m *model.Model, opt *model.AdamW, sched model.Schedule, tok 
 
 // Sample implements Policy.
 func (p *ModelPolicy) Sample(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, error) {
-	cs, err := p.Model.Sample(ctx, prompt, n, model.SampleOptions{Temperature: float32(o.Temperature),
+	return p.sampleFrom(ctx, p.Model, prompt, n, o)
+}
+
+// StartSnapshots implements SnapshotSampler.
+func (p *ModelPolicy) StartSnapshots() {
+	p.snapMu.Lock()
+	started := p.snap != nil
+	p.snapMu.Unlock()
+	if !started {
+		p.publishSnapshot()
+	}
+}
+
+// SampleSnapshot implements SnapshotSampler.
+func (p *ModelPolicy) SampleSnapshot(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, int, error) {
+	p.snapMu.Lock()
+	s := p.snap
+	if s == nil {
+		p.snapMu.Unlock()
+		return nil, 0, errors.New("sample: StartSnapshots was not called")
+	}
+	s.users++
+	p.snapMu.Unlock()
+	defer func() {
+		p.snapMu.Lock()
+		s.users--
+		if s != p.snap && s.users == 0 {
+			p.spares = append(p.spares, s)
+		}
+		p.snapMu.Unlock()
+	}()
+	out, err := p.sampleFrom(ctx, s.m, prompt, n, o)
+	return out, s.version, err
+}
+
+// publishSnapshot copies the weights into a free snapshot and makes it the
+// newest. Only the goroutine that updates the weights calls it.
+func (p *ModelPolicy) publishSnapshot() {
+	p.snapMu.Lock()
+	var s *weightSnapshot
+	if k := len(p.spares); k > 0 {
+		s, p.spares = p.spares[k-1], p.spares[:k-1]
+	}
+	p.snapMu.Unlock()
+	if s == nil {
+		s = &weightSnapshot{m: p.Model.Clone()}
+	} else if err := s.m.CopyWeightsFrom(p.Model); err != nil {
+		panic(err) // cloned from this model: a mismatch is a wiring bug
+	}
+	s.version = p.Version()
+	p.snapMu.Lock()
+	old := p.snap
+	p.snap = s
+	if old != nil && old.users == 0 {
+		p.spares = append(p.spares, old)
+	}
+	p.snapMu.Unlock()
+}
+
+func (p *ModelPolicy) sampleFrom(ctx context.Context, m *model.Model, prompt []int, n int, o SampleOptions) ([]Sample, error) {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	cs, err := m.Sample(ctx, prompt, n, model.SampleOptions{Temperature: float32(o.Temperature),
 		TopP: float32(o.TopP), MaxNewTokens: o.MaxNewTokens, Stop: p.stop, Rand: p.rng})
 	if err != nil {
 		return nil, err
@@ -67,9 +146,9 @@ func batchOf(seqs []Sequence, temperature float64) model.Batch {
 }
 
 var (
-	_ Policy    = (*ModelPolicy)(nil)
-	_ Store     = (*ModelPolicy)(nil)
-	_ Reference = (*ModelReference)(nil)
+	_ SnapshotSampler = (*ModelPolicy)(nil)
+	_ Store           = (*ModelPolicy)(nil)
+	_ Reference       = (*ModelReference)(nil)
 )
 
 // Logprobs implements Policy.
@@ -115,7 +194,19 @@ func (p *ModelPolicy) Step() (gradNorm, lr float64) {
 		panic(err) // the optimiser was built for this model: a mismatch is a wiring bug
 	}
 	p.Model.ZeroGrad()
+	p.refreshSnapshot()
 	return gradNorm, lr
+}
+
+// refreshSnapshot publishes the new weights to snapshot samplers, once
+// StartSnapshots has been called.
+func (p *ModelPolicy) refreshSnapshot() {
+	p.snapMu.Lock()
+	started := p.snap != nil
+	p.snapMu.Unlock()
+	if started {
+		p.publishSnapshot()
+	}
 }
 
 // Version implements Policy: updates taken by this optimiser.
@@ -133,7 +224,9 @@ func (p *ModelPolicy) temperature() float64 {
 // Save implements Store: policy/ (weights, optimiser, tokenizer, sampler
 // RNG) and reference/.
 func (p *ModelPolicy) Save(ctx context.Context, dir string) error {
+	p.rngMu.Lock()
 	rng, err := p.pcg.MarshalBinary()
+	p.rngMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
@@ -162,10 +255,14 @@ func (p *ModelPolicy) Load(ctx context.Context, dir string) error {
 		p.Optim = ck.Optim
 	}
 	if rng, ok := ck.Extra["sampler_rng"]; ok {
-		if err := p.pcg.UnmarshalBinary(rng); err != nil {
+		p.rngMu.Lock()
+		err := p.pcg.UnmarshalBinary(rng)
+		p.rngMu.Unlock()
+		if err != nil {
 			return fmt.Errorf("load policy: sampler rng: %w", err)
 		}
 	}
+	p.refreshSnapshot()
 	if p.Ref != nil {
 		ref, err := model.Load(filepath.Join(dir, "reference"), &cfg)
 		if err != nil {

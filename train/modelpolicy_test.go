@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -110,5 +111,140 @@ func TestGRPOOnTheRealModelLearns(t *testing.T) {
 	b, _ := q.Sample(context.Background(), tok.Encode("x"), 2, SampleOptions{Temperature: 1, MaxNewTokens: 6})
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("sampler RNG not restored")
+	}
+}
+
+// stepOnce takes one update on a fixed batch so the weights change.
+func stepOnce(t *testing.T, p *ModelPolicy, tok *model.Tokenizer) {
+	t.Helper()
+	seqs := []Sequence{{Prompt: tok.Encode("fix the"), Completion: tok.Encode(" bug in add")}}
+	cot := [][]float64{make([]float64, len(seqs[0].Completion))}
+	for i := range cot[0] {
+		cot[0][i] = -1
+	}
+	if _, _, err := p.Backward(context.Background(), seqs, cot); err != nil {
+		t.Fatal(err)
+	}
+	p.Step()
+}
+
+func TestSnapshotSamplingFollowsTheSteps(t *testing.T) {
+	ctx := context.Background()
+	live, tok := tinyModelPolicy(t, 4, 1e-2)
+	snap, _ := tinyModelPolicy(t, 4, 1e-2)
+	opts := SampleOptions{Temperature: 1, TopP: 1, MaxNewTokens: 10}
+	prompt := tok.Encode("fix the bug")
+	if _, _, err := snap.SampleSnapshot(ctx, prompt, 2, opts); err == nil {
+		t.Fatal("SampleSnapshot before StartSnapshots: want an error")
+	}
+	snap.StartSnapshots()
+	for v := range 3 {
+		want, err := live.Sample(ctx, prompt, 3, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, version, err := snap.SampleSnapshot(ctx, prompt, 3, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if version != v || !reflect.DeepEqual(got, want) {
+			t.Fatalf("update %d: snapshot version %d; samples equal to the live weights' %v", v, version, reflect.DeepEqual(got, want))
+		}
+		stepOnce(t, live, tok)
+		stepOnce(t, snap, tok)
+	}
+}
+
+// TestSnapshotInUseIsNotOverwritten holds a snapshot (as a slow sampler
+// would) across two updates: its weights stay those of its version, and it
+// is recycled once released.
+func TestSnapshotInUseIsNotOverwritten(t *testing.T) {
+	p, tok := tinyModelPolicy(t, 5, 1e-2)
+	p.StartSnapshots()
+	p.snapMu.Lock()
+	held := p.snap
+	held.users++
+	p.snapMu.Unlock()
+	before := slices.Clone(held.m.Weights())
+	stepOnce(t, p, tok)
+	stepOnce(t, p, tok)
+	if !slices.Equal(held.m.Weights(), before) || held.version != 0 {
+		t.Fatal("a snapshot in use was overwritten by an update")
+	}
+	if p.snap.version != 2 || !slices.Equal(p.snap.m.Weights(), p.Model.Weights()) {
+		t.Fatalf("newest snapshot is version %d, want 2 with the live weights", p.snap.version)
+	}
+	p.snapMu.Lock()
+	held.users--
+	p.snapMu.Unlock()
+	stepOnce(t, p, tok) // publishes into a spare
+	stepOnce(t, p, tok)
+	if n := len(p.spares) + 1; n > 3 {
+		t.Fatalf("%d snapshots after four updates, want at most 3", n)
+	}
+}
+
+// TestSnapshotSamplingRunsDuringUpdates samples from snapshots in one
+// goroutine while another trains (run it with -race): versions never go
+// back and every sample is well formed.
+func TestSnapshotSamplingRunsDuringUpdates(t *testing.T) {
+	p, tok := tinyModelPolicy(t, 6, 1e-2)
+	p.StartSnapshots()
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		last := 0
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			s, v, err := p.SampleSnapshot(context.Background(), tok.Encode("fix"), 2, SampleOptions{Temperature: 1, MaxNewTokens: 8})
+			if err == nil && (v < last || len(s) != 2 || len(s[0].Tokens) != len(s[0].Logprobs)) {
+				err = fmt.Errorf("version %d after %d, %d samples", v, last, len(s))
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			last = v
+		}
+	}()
+	for range 20 {
+		stepOnce(t, p, tok)
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAsyncAgeZeroOnTheRealModelMatchesSync runs the async loop, which
+// samples from snapshots, against the sync loop, which samples from the live
+// weights: with age 0 the weights after every step are the same.
+func TestAsyncAgeZeroOnTheRealModelMatchesSync(t *testing.T) {
+	run := func(async bool) []float32 {
+		cfg := testConfig(t, "run.max_steps=4", "grpo.group_size=4", "grpo.prompts_per_step=2",
+			"sample.max_new_tokens=8", "model.context=64", "grpo.is_correction=truncated")
+		cfg.GRPO.Async.Enabled = async
+		cfg.GRPO.Async.MaxTrajectoryAgeSteps = 0
+		p, tok := tinyModelPolicy(t, 7, 3e-2)
+		share := rewardFunc(func(text string) Breakdown {
+			return Breakdown{Total: float64(strings.Count(text, "a")), Valid: true}
+		})
+		tr := New(cfg, Deps{Policy: p, Tokenizer: tok, Scorer: share, Prompter: staticPrompter{}, Tasks: fakeTasks(3)})
+		drain(tr)
+		if err := tr.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if p.Version() == 0 {
+			t.Fatal("no update was taken")
+		}
+		return p.Model.Weights()
+	}
+	if !slices.Equal(run(false), run(true)) {
+		t.Fatal("async (age 0, snapshot sampling) and sync runs ended with different weights")
 	}
 }

@@ -50,6 +50,19 @@ type Policy interface {
 	Version() int
 }
 
+// SnapshotSampler is a Policy that can sample from a copy of its weights
+// taken at the end of the last Step, so that sampling may run while Backward
+// and Step do: the async loop then generates during training instead of
+// waiting for it.
+type SnapshotSampler interface {
+	Policy
+	// StartSnapshots takes the first copy; call it while no update runs.
+	StartSnapshots()
+	// SampleSnapshot draws like Sample, from the newest copy, and returns
+	// the version of the weights it sampled from.
+	SampleSnapshot(ctx context.Context, prompt []int, n int, opts SampleOptions) ([]Sample, int, error)
+}
+
 // Reference is the frozen reference policy of the KL term.
 type Reference interface {
 	Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error)

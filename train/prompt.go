@@ -61,30 +61,41 @@ func PatchFiles(patch string) []string {
 
 // Prompt implements Prompter.
 func (p RepoPrompter) Prompt(ctx context.Context, inst *task.Instance) (string, error) {
-	var files []CodeFile
-	if p.RepoDir != nil {
-		dir, err := p.RepoDir(ctx, inst)
-		if err != nil {
-			return "", fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
-		}
-		budget := p.MaxContextBytes
-		for _, path := range PatchFiles(inst.Patch) {
-			out, err := exec.CommandContext(ctx, "git", "-C", dir, "show", inst.BaseCommit+":"+path).Output()
-			if err != nil {
-				continue // a file the gold patch creates has no base version
-			}
-			text := string(out)
-			if p.MaxContextBytes > 0 && len(text) > budget {
-				text = text[:max(budget, 0)] + TruncationMarker
-			}
-			budget -= len(text)
-			files = append(files, CodeFile{Path: path, Text: text})
-			if p.MaxContextBytes > 0 && budget <= 0 {
-				break
-			}
-		}
+	files, err := p.Files(ctx, inst)
+	if err != nil {
+		return "", err
 	}
 	return RenderPrompt(inst.ProblemStatement, files), nil
+}
+
+// Files returns the code the prompt shows for inst: the files the gold patch
+// touches at base_commit, cut to MaxContextBytes in total.
+func (p RepoPrompter) Files(ctx context.Context, inst *task.Instance) ([]CodeFile, error) {
+	if p.RepoDir == nil {
+		return nil, nil
+	}
+	dir, err := p.RepoDir(ctx, inst)
+	if err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
+	}
+	var files []CodeFile
+	budget := p.MaxContextBytes
+	for _, path := range PatchFiles(inst.Patch) {
+		out, err := exec.CommandContext(ctx, "git", "-C", dir, "show", inst.BaseCommit+":"+path).Output()
+		if err != nil {
+			continue // a file the gold patch creates has no base version
+		}
+		text := string(out)
+		if p.MaxContextBytes > 0 && len(text) > budget {
+			text = text[:max(budget, 0)] + TruncationMarker
+		}
+		budget -= len(text)
+		files = append(files, CodeFile{Path: path, Text: text})
+		if p.MaxContextBytes > 0 && budget <= 0 {
+			break
+		}
+	}
+	return files, nil
 }
 
 // TruncationMarker ends a file cut to fit the context, so neither the policy

@@ -70,10 +70,7 @@ func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur curs
 	if room := t.cfg.Model.Context - opts.MaxNewTokens; len(prompt) > room {
 		prompt = prompt[len(prompt)-room:] // keep the end: the chat turn the reply follows
 	}
-	t.model.Lock()
-	version := t.d.Policy.Version()
-	samples, err := t.d.Policy.Sample(ctx, prompt, t.cfg.GRPO.GroupSize, opts)
-	t.model.Unlock()
+	samples, version, err := t.sample(ctx, prompt, opts)
 	if err != nil {
 		return nil, fmt.Errorf("sample %s: %w", inst.InstanceID, err)
 	}
@@ -83,6 +80,19 @@ func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur curs
 	}
 	gr.sampleTime = time.Since(begin)
 	return gr, nil
+}
+
+// sample draws a group's completions and says which weight version drew
+// them. The async loop samples from a snapshot, concurrently with training;
+// otherwise sampling waits for the update in flight.
+func (t *Trainer) sample(ctx context.Context, prompt []int, opts SampleOptions) ([]Sample, int, error) {
+	if ss, ok := t.d.Policy.(SnapshotSampler); ok && t.cfg.GRPO.Async.Enabled {
+		return ss.SampleSnapshot(ctx, prompt, t.cfg.GRPO.GroupSize, opts)
+	}
+	t.model.Lock()
+	defer t.model.Unlock()
+	samples, err := t.d.Policy.Sample(ctx, prompt, t.cfg.GRPO.GroupSize, opts)
+	return samples, t.d.Policy.Version(), err
 }
 
 func (t *Trainer) scoreGroup(ctx context.Context, gr *group, phase string) error {
@@ -176,6 +186,11 @@ func newAsyncSource(ctx context.Context, t *Trainer, startStep int, cur cursor) 
 	a := &asyncSource{t: t, pending: make(chan *pendingGroup, t.cfg.GRPO.Async.BufferGroups),
 		wake: make(chan struct{}, 1), cancel: cancel}
 	a.done.Store(int64(startStep))
+	if ss, ok := t.d.Policy.(SnapshotSampler); ok {
+		t.model.Lock()
+		ss.StartSnapshots()
+		t.model.Unlock()
+	}
 	a.wg.Add(1)
 	go a.generate(ctx, startStep, cur)
 	return a

@@ -3,6 +3,9 @@ package train
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/swetui/swetui/task"
@@ -15,51 +18,120 @@ type SFTOptions struct {
 	Seed         int64
 	Context      int // model context: prompt + completion tokens
 	MaxNewTokens int // gold completions longer than this are skipped: the policy could never finish them
+	// PromptWeight > 0 also trains on the prompt tokens, their NLL weighted
+	// this much against the completions'.
+	PromptWeight float64
+}
+
+// sftBatch packs a batch for Backward with the cotangents of its logprobs:
+// -1/N for each of the batch's N completion tokens, and, when promptWeight
+// is above 0, -promptWeight/M for each of its M prompt tokens after the
+// first (the sequence is then all completion but its first token). A model
+// trained from scratch learns the code and the copying a diff needs from the
+// prompts as much as from the short replies. n is N.
+func sftBatch(batch []Sequence, promptWeight float64) (seqs []Sequence, cot [][]float64, n int) {
+	m := 0
+	for _, s := range batch {
+		n += len(s.Completion)
+		m += len(s.Prompt) - 1
+	}
+	for _, s := range batch {
+		row := make([]float64, 0, len(s.Prompt)+len(s.Completion))
+		if promptWeight > 0 && len(s.Prompt) > 1 {
+			for range len(s.Prompt) - 1 {
+				row = append(row, -promptWeight/float64(m))
+			}
+			s = Sequence{Prompt: s.Prompt[:1], Completion: append(slices.Clone(s.Prompt[1:]), s.Completion...)}
+		}
+		for range len(s.Completion) - len(row) {
+			row = append(row, -1/float64(n))
+		}
+		seqs, cot = append(seqs, s), append(cot, row)
+	}
+	return seqs, cot, n
 }
 
 // SFTResult reports a warm start.
 type SFTResult struct {
 	Losses  []float64 // mean token NLL per step
-	Used    int       // tasks whose gold completion fits
-	Skipped int
+	Used      int // examples trained on
+	Synthetic int // of which synthetic fixes
+	Skipped   int // gold completions too long to use
 }
 
-// SFTExample is one (prompt, gold completion) pair, tokenised.
+// SFTExample is one (prompt, completion) pair, tokenised.
 type SFTExample struct {
-	InstanceID string
+	InstanceID string // "<id>#synthetic-<k>" for a task's synthetic fixes
 	Seq        Sequence
 }
 
-// SFTExamples tokenises each task's prompt and gold completion, keeping the
-// pairs that fit: the completion within maxNew tokens and the whole within
-// the context (the prompt is cut from the front when needed).
-func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok Tokenizer, contextLen, maxNew int) ([]SFTExample, int, error) {
-	var out []SFTExample
-	skipped := 0
-	for _, inst := range tasks {
+// SFTData says which examples SFTExamples makes.
+type SFTData struct {
+	Context int // model context: prompt + completion tokens
+	MaxNew  int // completion cap (sample.max_new_tokens)
+	// Synthetic fixes per task (augment.go), drawn when the prompter can
+	// list the files it shows.
+	Synthetic int
+	Seed      int64
+}
+
+// FileLister is a Prompter that can say which files a prompt shows.
+type FileLister interface {
+	Files(ctx context.Context, inst *task.Instance) ([]CodeFile, error)
+}
+
+// SFTExamples tokenises each task's prompt and gold completion, and its
+// synthetic fixes, keeping the pairs that fit: the completion within MaxNew
+// tokens and the whole within the context (the prompt is cut from the front
+// when needed). skipped counts the gold completions that do not fit.
+func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok Tokenizer, d SFTData) (out []SFTExample, skipped int, err error) {
+	add := func(id, prompt, completion string) bool {
+		c := tok.Encode(completion)
+		if len(c) > d.MaxNew {
+			return false
+		}
+		pr := tok.Encode(prompt)
+		if room := d.Context - len(c); len(pr) > room {
+			pr = pr[len(pr)-room:]
+		}
+		out = append(out, SFTExample{InstanceID: id, Seq: Sequence{Prompt: pr, Completion: c}})
+		return true
+	}
+	lister, _ := p.(FileLister)
+	for i, inst := range tasks {
 		text, err := p.Prompt(ctx, inst)
 		if err != nil {
 			return nil, 0, fmt.Errorf("sft: prompt %s: %w", inst.InstanceID, err)
 		}
-		completion := tok.Encode(GoldCompletion(inst.Patch))
-		if len(completion) > maxNew {
+		if !add(inst.InstanceID, text, GoldCompletion(inst.Patch)) {
 			skipped++
+		}
+		if d.Synthetic == 0 || lister == nil {
 			continue
 		}
-		prompt := tok.Encode(text)
-		if room := contextLen - len(completion); len(prompt) > room {
-			prompt = prompt[len(prompt)-room:]
+		files, err := lister.Files(ctx, inst)
+		if err != nil {
+			return nil, 0, fmt.Errorf("sft: files of %s: %w", inst.InstanceID, err)
 		}
-		out = append(out, SFTExample{InstanceID: inst.InstanceID, Seq: Sequence{Prompt: prompt, Completion: completion}})
+		r := rand.New(rand.NewPCG(uint64(d.Seed), uint64(i)))
+		prompts, patches := SyntheticFixes(r, files, d.Synthetic)
+		for k := range prompts {
+			add(fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1), prompts[k], GoldCompletion(patches[k]))
+		}
 	}
 	return out, skipped, nil
 }
 
-// RunSFT minimises the gold completions' token NLL: the cotangent of every
-// completion token's logprob is -1/N for the batch's N tokens. Progress goes
+// RunSFT minimises the gold completions' token NLL, and with PromptWeight
+// the prompts' too (see sftBatch). Progress goes
 // to publish as StageChanged("sft") events.
 func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExample, publish func(Event)) (SFTResult, error) {
 	res := SFTResult{Used: len(examples)}
+	for _, e := range examples {
+		if strings.Contains(e.InstanceID, "#synthetic-") {
+			res.Synthetic++
+		}
+	}
 	if len(examples) == 0 {
 		return res, fmt.Errorf("sft: no task's gold patch fits in sample.max_new_tokens=%d tokens", opts.MaxNewTokens)
 	}
@@ -79,25 +151,15 @@ func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExam
 			batch = append(batch, examples[order[pos]].Seq)
 			pos++
 		}
-		n := 0
-		for _, s := range batch {
-			n += len(s.Completion)
-		}
-		cot := make([][]float64, len(batch))
-		for i, s := range batch {
-			cot[i] = make([]float64, len(s.Completion))
-			for j := range cot[i] {
-				cot[i][j] = -1 / float64(n)
-			}
-		}
-		logp, _, err := pol.Backward(ctx, batch, cot)
+		seqs, cot, n := sftBatch(batch, opts.PromptWeight)
+		logp, _, err := pol.Backward(ctx, seqs, cot)
 		if err != nil {
 			return res, fmt.Errorf("sft step %d: %w", step, err)
 		}
 		pol.Step()
 		nll := 0.0
-		for _, row := range logp {
-			for _, lp := range row {
+		for i, row := range logp {
+			for _, lp := range row[len(row)-len(batch[i].Completion):] {
 				nll -= lp
 			}
 		}

@@ -2,6 +2,8 @@ package train
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/swetui/swetui/task"
@@ -15,7 +17,7 @@ func (lenTokenizer) Decode(toks []int) string { return "" }
 
 func TestSFTLowersTheGoldNLL(t *testing.T) {
 	tasks := []*task.Instance{{InstanceID: "a", Patch: "diff --git a/x b/x\n"}}
-	ex, skipped, err := SFTExamples(context.Background(), tasks, staticPrompter{}, lenTokenizer{}, 64, 8)
+	ex, skipped, err := SFTExamples(context.Background(), tasks, staticPrompter{}, lenTokenizer{}, SFTData{Context: 64, MaxNew: 8})
 	if err != nil || len(ex) != 1 || skipped != 0 {
 		t.Fatalf("examples %v skipped %d err %v", ex, skipped, err)
 	}
@@ -34,11 +36,64 @@ func TestSFTLowersTheGoldNLL(t *testing.T) {
 
 func TestSFTSkipsTooLongGold(t *testing.T) {
 	tasks := []*task.Instance{{InstanceID: "a", Patch: "p"}}
-	ex, skipped, err := SFTExamples(context.Background(), tasks, staticPrompter{}, digitTokenizer{}, 64, 0)
+	ex, skipped, err := SFTExamples(context.Background(), tasks, staticPrompter{}, digitTokenizer{}, SFTData{Context: 64})
 	if err != nil || len(ex) != 0 || skipped != 1 {
 		t.Fatalf("examples %v skipped %d err %v", ex, skipped, err)
 	}
 	if _, err := RunSFT(context.Background(), SFTOptions{Steps: 1, BatchSize: 1, MaxNewTokens: 0}, newBandit(2, 1, 1), ex, nil); err == nil {
 		t.Fatal("want an error with no usable example")
+	}
+}
+
+// filesPrompter shows one fixed file for every task.
+type filesPrompter struct{ staticPrompter }
+
+func (filesPrompter) Files(context.Context, *task.Instance) ([]CodeFile, error) {
+	return []CodeFile{{Path: "pkg/items.py", Text: augmentSample}}, nil
+}
+
+func TestSFTExamplesAddSyntheticFixes(t *testing.T) {
+	tasks := []*task.Instance{{InstanceID: "a", Patch: "p"}, {InstanceID: "b", Patch: "q"}}
+	d := SFTData{Context: 64, MaxNew: 8, Synthetic: 3, Seed: 1}
+	ex, _, err := SFTExamples(context.Background(), tasks, filesPrompter{}, lenTokenizer{}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range ex {
+		ids = append(ids, e.InstanceID)
+	}
+	want := []string{"a", "a#synthetic-1", "a#synthetic-2", "a#synthetic-3", "b", "b#synthetic-1", "b#synthetic-2", "b#synthetic-3"}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("examples %v, want %v", ids, want)
+	}
+	// A prompter that cannot list its files gets no synthetic fixes.
+	if ex, _, _ := SFTExamples(context.Background(), tasks, staticPrompter{}, lenTokenizer{}, d); len(ex) != 2 {
+		t.Fatalf("%d examples from a plain prompter, want the 2 gold ones", len(ex))
+	}
+}
+
+func TestSFTBatchCotangents(t *testing.T) {
+	batch := []Sequence{{Prompt: []int{1, 2, 3}, Completion: []int{4, 5}}, {Prompt: []int{6, 7}, Completion: []int{8}}}
+	tests := []struct {
+		name     string
+		weight   float64
+		wantSeqs []Sequence
+		wantCot  [][]float64
+	}{
+		{"completion only", 0, batch, [][]float64{{-1.0 / 3, -1.0 / 3}, {-1.0 / 3}}},
+		// 3 completion tokens at -1/3 each; 3 prompt tokens after the first at -0.5/3.
+		{"with the prompts", 0.5,
+			[]Sequence{{Prompt: []int{1}, Completion: []int{2, 3, 4, 5}}, {Prompt: []int{6}, Completion: []int{7, 8}}},
+			[][]float64{{-0.5 / 3, -0.5 / 3, -1.0 / 3, -1.0 / 3}, {-0.5 / 3, -1.0 / 3}}},
+	}
+	for _, tt := range tests {
+		seqs, cot, n := sftBatch(batch, tt.weight)
+		if n != 3 || !reflect.DeepEqual(seqs, tt.wantSeqs) || !reflect.DeepEqual(cot, tt.wantCot) {
+			t.Errorf("%s: n %d\nseqs %v\nwant %v\ncot %v\nwant %v", tt.name, n, seqs, tt.wantSeqs, cot, tt.wantCot)
+		}
+	}
+	if batch[0].Prompt[1] != 2 || len(batch[0].Completion) != 2 {
+		t.Error("sftBatch changed its input")
 	}
 }

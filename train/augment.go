@@ -1,0 +1,218 @@
+package train
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/swetui/swetui/task"
+)
+
+// A synthetic fix is an extra SFT example made from a training task's own
+// files: one small bug is injected into a function (a mutation-testing
+// operator: a flipped comparison, an off-by-one constant, a swapped boolean
+// operator) and the reply is the diff that reverts it, under an issue that
+// names the function. A split of a few hundred tasks is learnt by heart long
+// before a small policy learns to copy paths, hunk headers and context lines
+// from its prompt; thousands of distinct fixes over the same files teach the
+// copying instead. Nothing of the held-out split is read.
+
+// Mutation is one injected bug: line Line (0-based) of File changed from
+// Fixed to Buggy.
+type Mutation struct {
+	File         string
+	Func         string
+	Line         int
+	Fixed, Buggy string
+}
+
+// mutationContext is the lines of unchanged context a fix needs on each side,
+// as git's default diff shows.
+const mutationContext = 3
+
+// swaps are the operators' textual forms, longest first so "<=" is never
+// read as "<".
+var swaps = []struct{ from, to string }{
+	{" <= ", " < "}, {" >= ", " > "}, {" == ", " != "}, {" != ", " == "},
+	{" < ", " <= "}, {" > ", " >= "}, {" + ", " - "}, {" - ", " + "},
+	{" // ", " / "}, {" and ", " or "}, {" or ", " and "}, {"not ", ""},
+	{"True", "False"}, {"False", "True"}, {"min(", "max("}, {"max(", "min("},
+}
+
+var (
+	defRe = regexp.MustCompile(`^(\s*)def (\w+)\(`)
+	intRe = regexp.MustCompile(`\b\d+\b`)
+)
+
+// Mutations lists every single-operator bug that can be injected into the
+// function bodies of a file's visible text (before TruncationMarker, and far
+// enough from the cut that the fix's context is whole). Docstrings, comments
+// and string literals are left alone.
+func Mutations(f CodeFile) []Mutation {
+	text, _, _ := strings.Cut(f.Text, TruncationMarker)
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if strings.Contains(f.Text, TruncationMarker) {
+		lines = lines[:max(0, len(lines)-1)] // the last line may be cut mid-way
+	}
+	var out []Mutation
+	fn, indent := "", -1
+	docQuote := "" // the quotes of the docstring being read, if any
+	for i, l := range lines {
+		trimmed := strings.TrimSpace(l)
+		if docQuote != "" {
+			if strings.Contains(l, docQuote) {
+				docQuote = ""
+			}
+			continue
+		}
+		if m := defRe.FindStringSubmatch(l); m != nil {
+			fn, indent = m[2], len(m[1])
+			continue
+		}
+		lead := len(l) - len(strings.TrimLeft(l, " \t"))
+		if trimmed != "" && lead <= indent {
+			fn, indent = "", -1 // left the function
+		}
+		if strings.HasPrefix(trimmed, `"""`) || strings.HasPrefix(trimmed, `'''`) {
+			if q := trimmed[:3]; strings.Count(trimmed, q) == 1 {
+				docQuote = q // a docstring that goes on past this line
+			}
+			continue
+		}
+		if fn == "" || trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		if i < mutationContext || i+mutationContext >= len(lines) {
+			continue
+		}
+		for _, buggy := range lineMutations(l) {
+			out = append(out, Mutation{File: f.Path, Func: fn, Line: i, Fixed: l, Buggy: buggy})
+		}
+	}
+	return out
+}
+
+// lineMutations returns each variant of a code line with one operator or
+// integer literal changed outside string literals and comments.
+func lineMutations(l string) []string {
+	code := codeMask(l)
+	var out []string
+	for _, s := range swaps {
+		for at := 0; ; {
+			k := strings.Index(l[at:], s.from)
+			if k < 0 {
+				break
+			}
+			k += at
+			at = k + 1
+			if !code[k] || !code[k+len(s.from)-1] {
+				continue
+			}
+			out = append(out, l[:k]+s.to+l[k+len(s.from):])
+		}
+	}
+	for _, loc := range intRe.FindAllStringIndex(l, -1) {
+		if !code[loc[0]] || (loc[0] > 0 && (l[loc[0]-1] == '.' || l[loc[0]-1] == '_')) {
+			continue
+		}
+		n, err := strconv.Atoi(l[loc[0]:loc[1]])
+		if err != nil {
+			continue
+		}
+		for _, v := range []int{n + 1, n - 1} {
+			if v >= 0 {
+				out = append(out, l[:loc[0]]+strconv.Itoa(v)+l[loc[1]:])
+			}
+		}
+	}
+	return out
+}
+
+// codeMask marks the bytes of l that are code: not inside a string literal
+// and not in a trailing comment.
+func codeMask(l string) []bool {
+	mask := make([]bool, len(l))
+	var quote byte
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '#':
+			return mask
+		case c == '"' || c == '\'':
+			quote = c
+		default:
+			mask[i] = true
+		}
+	}
+	return mask
+}
+
+// Apply returns the file's text with the bug injected.
+func (m Mutation) Apply(f CodeFile) CodeFile {
+	lines := strings.Split(f.Text, "\n")
+	lines[m.Line] = m.Buggy
+	return CodeFile{Path: f.Path, Text: strings.Join(lines, "\n")}
+}
+
+// Fix is the patch that reverts the injected bug: what the policy should
+// reply when shown the buggy file.
+func (m Mutation) Fix(buggy CodeFile) string {
+	text, _, _ := strings.Cut(buggy.Text, TruncationMarker)
+	lines := strings.Split(text, "\n")
+	// Only the hunk's lines matter; the rest of a cut file is left out so the
+	// diff does not see the cut as a change.
+	end := min(len(lines), m.Line+mutationContext+1)
+	old := strings.Join(lines[:end], "\n") + "\n"
+	lines[m.Line] = m.Fixed
+	return task.UnifiedDiff(m.File, old, strings.Join(lines[:end], "\n")+"\n")
+}
+
+// syntheticIssue words a report of a bug in fn the way the embedded suite's
+// users do, without saying which line is wrong.
+func syntheticIssue(r *rand.Rand, path, fn string) string {
+	mod := strings.TrimSuffix(strings.ReplaceAll(path, "/", "."), ".py")
+	titles := []string{
+		fmt.Sprintf("%s() returns the wrong result", fn),
+		fmt.Sprintf("Unexpected result from %s.%s", mod, fn),
+		fmt.Sprintf("Bug in %s for some inputs", fn),
+		fmt.Sprintf("%s gives an incorrect answer", fn),
+	}
+	bodies := []string{
+		"For some inputs `%s` does not do what its docstring says.\n",
+		"`%s` gives a different answer than documented on a few inputs.\n",
+		"I think `%s` is broken: the results do not match the docstring.\n",
+	}
+	return titles[r.IntN(len(titles))] + "\n\n" + fmt.Sprintf(bodies[r.IntN(len(bodies))], fn)
+}
+
+// SyntheticFixes draws up to n distinct synthetic fixes from files, each as
+// a rendered prompt and the patch that is its reply. The same r gives the
+// same examples.
+func SyntheticFixes(r *rand.Rand, files []CodeFile, n int) (prompts, patches []string) {
+	type cand struct {
+		file int
+		m    Mutation
+	}
+	var all []cand
+	for i, f := range files {
+		for _, m := range Mutations(f) {
+			all = append(all, cand{i, m})
+		}
+	}
+	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	for _, c := range all[:min(n, len(all))] {
+		shown := append([]CodeFile(nil), files...)
+		shown[c.file] = c.m.Apply(files[c.file])
+		prompts = append(prompts, RenderPrompt(syntheticIssue(r, c.m.File, c.m.Func), shown))
+		patches = append(patches, c.m.Fix(shown[c.file]))
+	}
+	return prompts, patches
+}
