@@ -53,10 +53,10 @@ func sftBatch(batch []Sequence, promptWeight float64) (seqs []Sequence, cot [][]
 
 // SFTResult reports a warm start.
 type SFTResult struct {
-	Losses  []float64 // mean token NLL per step
-	Used      int // examples trained on
-	Synthetic int // of which synthetic fixes
-	Skipped   int // gold completions too long to use
+	Losses    []float64 // mean token NLL per step
+	Used      int       // examples trained on
+	Synthetic int       // of which synthetic fixes
+	Skipped   int       // gold completions too long to use
 }
 
 // SFTExample is one (prompt, completion) pair, tokenised.
