@@ -93,7 +93,10 @@ func runEval(ctx context.Context, env Env, args []string) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	fmt.Fprintf(env.Stdout, "eval: %d tasks, %d well-formed diffs (%.0f%%) at temperature %.2f; predictions: %s\n",
+	// The score below re-reads each written patch as a prediction, which can
+	// find a well-formed diff inside a malformed reply: its syntax-valid count
+	// may be higher than this one, which is what the training reward sees.
+	fmt.Fprintf(env.Stdout, "eval: %d tasks, %d replies with a well-formed diff (%.0f%%) at temperature %.2f; predictions: %s\n",
 		len(ws.tasks), valid, 100*float64(valid)/float64(max(1, len(ws.tasks))), *temperature, *out)
 	if *report == "" {
 		*report = strings.TrimSuffix(*out, filepath.Ext(*out)) + ".report.json"

@@ -3,12 +3,11 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/swetui/swetui/internal/hoststat"
 )
 
 // BenchmarkEvalOverhead measures one evaluation end to end on the real
@@ -38,24 +37,6 @@ func BenchmarkEvalOverhead(b *testing.B) {
 			report(b, ds)
 		})
 	}
-}
-
-// cpuTimes reads the machine's busy and total CPU time from /proc/stat
-// (zeros where there is none).
-func cpuTimes() (busy, total uint64) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	for i, f := range strings.Fields(line)[1:] {
-		v, _ := strconv.ParseUint(f, 10, 64)
-		total += v
-		if i != 3 && i != 4 { // idle, iowait
-			busy += v
-		}
-	}
-	return busy, total
 }
 
 func report(b *testing.B, ds []Durations) {
@@ -96,7 +77,7 @@ func BenchmarkThroughput(b *testing.B) {
 				specs[j], _ = evalSpec(b, gold)
 			}
 			var ds []Durations
-			busy0, total0 := cpuTimes()
+			busy0, total0 := hoststat.CPUTimes()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				chans := make([]<-chan Result, n)
@@ -114,7 +95,7 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			busy1, total1 := cpuTimes()
+			busy1, total1 := hoststat.CPUTimes()
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "evals/s")
 			// How busy the whole machine was: other work on a shared box
 			// shows here, and a saturated CPU caps what a second worker adds.
