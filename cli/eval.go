@@ -25,12 +25,16 @@ func runEval(ctx context.Context, env Env, args []string) error {
 	mode := fs.String("mode", reward.ModeDocker, "reward mode to score in: syntax, apply-only or docker")
 	report := fs.String("report", "", "score report to write (default: <out> with .report.json)")
 	temperature := fs.Float64("temperature", 0.7, "sampling temperature (0 decodes greedily)")
+	samples := fs.Int("samples", 1, "replies sampled per task for the well-formed rate; the first is the prediction")
 	overrides, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if *ckpt == "" {
 		return UsageErrorf("--ckpt is required")
+	}
+	if *samples < 1 {
+		return UsageErrorf("--samples must be at least 1, not %d", *samples)
 	}
 	cfg, err := load(overrides)
 	if err != nil {
@@ -74,16 +78,22 @@ func runEval(ctx context.Context, env Env, args []string) error {
 		if room := cfg.Model.Context - cfg.Sample.MaxNewTokens; len(prompt) > room {
 			prompt = prompt[len(prompt)-room:]
 		}
-		samples, err := pol.Sample(ctx, prompt, 1, train.SampleOptions{Temperature: *temperature, TopP: cfg.Sample.TopP, MaxNewTokens: cfg.Sample.MaxNewTokens})
+		replies, err := pol.Sample(ctx, prompt, *samples, train.SampleOptions{Temperature: *temperature, TopP: cfg.Sample.TopP, MaxNewTokens: cfg.Sample.MaxNewTokens})
 		if err != nil {
 			f.Close()
 			return fmt.Errorf("eval %s: %w", in.InstanceID, err)
 		}
-		ex := reward.Extract(train.CompletionText(ws.tok, samples[0].Tokens))
-		if ex.Valid() {
-			valid++
+		var first reward.Extraction
+		for i, r := range replies {
+			ex := reward.Extract(train.CompletionText(ws.tok, r.Tokens))
+			if ex.Valid() {
+				valid++
+			}
+			if i == 0 {
+				first = ex
+			}
 		}
-		if err := enc.Encode(prediction{InstanceID: in.InstanceID, Model: name, Patch: &ex.Diff}); err != nil {
+		if err := enc.Encode(prediction{InstanceID: in.InstanceID, Model: name, Patch: &first.Diff}); err != nil {
 			f.Close()
 			return fmt.Errorf("eval: %w", err)
 		}
@@ -96,8 +106,9 @@ func runEval(ctx context.Context, env Env, args []string) error {
 	// The score below re-reads each written patch as a prediction, which can
 	// find a well-formed diff inside a malformed reply: its syntax-valid count
 	// may be higher than this one, which is what the training reward sees.
-	fmt.Fprintf(env.Stdout, "eval: %d tasks, %d replies with a well-formed diff (%.0f%%) at temperature %.2f; predictions: %s\n",
-		len(ws.tasks), valid, 100*float64(valid)/float64(max(1, len(ws.tasks))), *temperature, *out)
+	n := len(ws.tasks) * *samples
+	fmt.Fprintf(env.Stdout, "eval: %d tasks x %d samples, %d replies with a well-formed diff (%.0f%%) at temperature %.2f; predictions: %s\n",
+		len(ws.tasks), *samples, valid, 100*float64(valid)/float64(max(1, n)), *temperature, *out)
 	if *report == "" {
 		*report = strings.TrimSuffix(*out, filepath.Ext(*out)) + ".report.json"
 	}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSFTThenEval runs the warm start and the held-out evaluation end to end
+// on a small embedded suite and a tiny model.
+func TestSFTThenEval(t *testing.T) {
+	out := t.TempDir()
+	common := []string{"run.out_dir=" + out, "data.mini_tasks=20", "model.layers=1", "model.d_model=32",
+		"model.heads=2", "model.kv_heads=1", "model.d_ff=64", "model.vocab_size=400", "sample.max_new_tokens=160"}
+	code, stdout, stderr := runCLI(t, append([]string{"sft", "sft.steps=3", "sft.synthetic_per_task=2"}, common...)...)
+	if code != ExitOK {
+		t.Fatalf("sft: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "sft: 3 steps on ") || !strings.Contains(stdout, "synthetic fixes") {
+		t.Errorf("sft summary:\n%s", stdout)
+	}
+	for _, f := range []string{"sft/tokenizer.json", "sft/config.json", "tokenizer.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("sft did not write %s: %v", f, err)
+		}
+	}
+
+	preds := filepath.Join(out, "preds.jsonl")
+	args := append([]string{"eval", "--ckpt", filepath.Join(out, "sft"), "--mode", "syntax", "--samples", "2", "--out", preds}, common...)
+	code, stdout, stderr = runCLI(t, args...)
+	if code != ExitOK {
+		t.Fatalf("eval: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "x 2 samples") || !strings.Contains(stdout, "syntax-valid") {
+		t.Errorf("eval summary:\n%s", stdout)
+	}
+	f, err := os.Open(preds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); n++ {
+		var p struct {
+			InstanceID string  `json:"instance_id"`
+			Patch      *string `json:"model_patch"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil || !strings.HasPrefix(p.InstanceID, "mini__") || p.Patch == nil {
+			t.Fatalf("prediction %d: %s (%v)", n+1, sc.Text(), err)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no predictions for the held-out split")
+	}
+	if _, err := os.Stat(filepath.Join(out, "preds.report.json")); err != nil {
+		t.Errorf("no score report: %v", err)
+	}
+
+	code, _, stderr = runCLI(t, append([]string{"eval", "--ckpt", filepath.Join(out, "sft"), "--samples", "0"}, common...)...)
+	if code != ExitUsage || !strings.Contains(stderr, "--samples must be at least 1") {
+		t.Errorf("--samples 0: exit %d, stderr %s", code, stderr)
+	}
+}
