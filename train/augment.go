@@ -107,8 +107,9 @@ func lineMutations(l string) []string {
 			}
 			k += at
 			at = k + 1
-			if !code[k] || !code[k+len(s.from)-1] {
-				continue
+			if !code[k] || !code[k+len(s.from)-1] || (isIdent(s.from[0]) && k > 0 && isIdent(l[k-1])) ||
+				(isIdent(s.from[len(s.from)-1]) && k+len(s.from) < len(l) && isIdent(l[k+len(s.from)])) {
+				continue // in a string, or part of a longer name
 			}
 			out = append(out, l[:k]+s.to+l[k+len(s.from):])
 		}
@@ -128,6 +129,10 @@ func lineMutations(l string) []string {
 		}
 	}
 	return out
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // codeMask marks the bytes of l that are code: not inside a string literal

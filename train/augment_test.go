@@ -23,6 +23,7 @@ func TestLineMutations(t *testing.T) {
 		{`    return s.split("a == b")[0]`, []string{`    return s.split("a == b")[1]`}}, // 0 has no -1
 		{"    return x_2 + y.5", []string{"    return x_2 - y.5"}},                       // digits inside names are not literals
 		{"    return value", nil},
+		{"    return is_True(x) or cannot_min(y)", []string{"    return is_True(x) and cannot_min(y)"}}, // names are not operators
 	}
 	for _, tt := range tests {
 		got := lineMutations(tt.line)
