@@ -117,8 +117,12 @@ func warmup(ws *workspace, pol *train.ModelPolicy, ref *train.ModelReference) fu
 			if err != nil {
 				return err
 			}
-			publish(train.Message{Level: train.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d examples (%d synthetic; %d gold patches too long), loss %.3f -> %.3f, saved %s",
-				len(res.Losses), res.Used, res.Synthetic, res.Skipped, res.Losses[0], res.Losses[len(res.Losses)-1], dir)})
+			heldout := ""
+			if k := len(res.Heldout); k > 0 {
+				heldout = fmt.Sprintf(" (held-out %.3f)", res.Heldout[k-1].NLL)
+			}
+			publish(train.Message{Level: train.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d examples (%d synthetic; %d gold patches too long), loss %.3f -> %.3f%s, saved %s",
+				len(res.Losses), res.Used, res.Synthetic, res.Skipped, res.Losses[0], res.Losses[len(res.Losses)-1], heldout, dir)})
 		}
 		return ref.Model.CopyWeightsFrom(pol.Model)
 	}

@@ -44,6 +44,9 @@ func runSFT(ctx context.Context, env Env, args []string) error {
 	fmt.Fprintf(env.Stdout, "sft: %d steps on %d examples (%d of them synthetic fixes; %d gold patches longer than sample.max_new_tokens skipped) in %s\n",
 		len(res.Losses), res.Used, res.Synthetic, res.Skipped, time.Since(start).Round(time.Second))
 	fmt.Fprintf(env.Stdout, "loss: %s\n", lossCurve(res.Losses, 10))
+	if len(res.Heldout) > 0 {
+		fmt.Fprintf(env.Stdout, "held-out loss (gold replies of the test split, never trained on): %s\n", heldoutCurve(res.Heldout))
+	}
 	fmt.Fprintf(env.Stdout, "checkpoint: %s\n", ws.sftDir())
 	return nil
 }
@@ -54,6 +57,15 @@ func lossCurve(losses []float64, n int) string {
 	for i := 0; i < n && len(losses) > 0; i++ {
 		j := i * (len(losses) - 1) / max(1, n-1)
 		out += fmt.Sprintf("%d:%.3f ", j+1, losses[j])
+	}
+	return out
+}
+
+// heldoutCurve prints every held-out measurement.
+func heldoutCurve(points []train.LossPoint) string {
+	out := ""
+	for _, p := range points {
+		out += fmt.Sprintf("%d:%.3f ", p.Step, p.NLL)
 	}
 	return out
 }

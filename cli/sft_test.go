@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -15,11 +16,12 @@ func TestSFTThenEval(t *testing.T) {
 	out := t.TempDir()
 	common := []string{"run.out_dir=" + out, "data.mini_tasks=20", "model.layers=1", "model.d_model=32",
 		"model.heads=2", "model.kv_heads=1", "model.d_ff=64", "model.vocab_size=400", "sample.max_new_tokens=160"}
-	code, stdout, stderr := runCLI(t, append([]string{"sft", "sft.steps=3", "sft.synthetic_per_task=2"}, common...)...)
+	code, stdout, stderr := runCLI(t, append([]string{"sft", "sft.steps=3", "sft.synthetic_per_task=2", "sft.heldout_every=2"}, common...)...)
 	if code != ExitOK {
 		t.Fatalf("sft: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "sft: 3 steps on ") || !strings.Contains(stdout, "synthetic fixes") {
+	if !strings.Contains(stdout, "sft: 3 steps on ") || !strings.Contains(stdout, "synthetic fixes") ||
+		!regexp.MustCompile(`held-out loss .*: 2:\d+\.\d+ 3:\d+\.\d+ \n`).MatchString(stdout) {
 		t.Errorf("sft summary:\n%s", stdout)
 	}
 	for _, f := range []string{"sft/tokenizer.json", "sft/config.json", "tokenizer.json"} {

@@ -50,13 +50,8 @@ func openWorkspace(ctx context.Context, cfg config.Config, split string) (*works
 		if ws.repos, err = task.MaterializeMini(ctx, task.DefaultCacheDir(), cfg); err != nil {
 			return nil, err
 		}
-	} else if cfg.Reward.ReposDir != "" {
-		for _, in := range ws.tasks {
-			dir := filepath.Join(cfg.Reward.ReposDir, reward.RepoDirName(in.Repo))
-			if _, err := os.Stat(dir); err == nil {
-				ws.repos[in.InstanceID] = dir
-			}
-		}
+	} else {
+		ws.findRepos(ws.tasks)
 	}
 	ws.prompter = train.RepoPrompter{MaxContextBytes: maxContextBytes(cfg),
 		RepoDir: func(ctx context.Context, in *task.Instance) (string, error) {
@@ -70,6 +65,48 @@ func openWorkspace(ctx context.Context, cfg config.Config, split string) (*works
 		return nil, err
 	}
 	return ws, nil
+}
+
+// findRepos records the reward.repos_dir clones of tasks' repositories.
+func (ws *workspace) findRepos(tasks []*task.Instance) {
+	if ws.cfg.Reward.ReposDir == "" {
+		return
+	}
+	for _, in := range tasks {
+		dir := filepath.Join(ws.cfg.Reward.ReposDir, reward.RepoDirName(in.Repo))
+		if _, err := os.Stat(dir); err == nil {
+			ws.repos[in.InstanceID] = dir
+		}
+	}
+}
+
+// maxHeldout bounds the held-out tasks the warm start scores, so that the
+// measurement stays a small share of its time on a large dataset.
+const maxHeldout = 64
+
+// heldoutExamples are the test split's (prompt, gold reply) pairs whose loss
+// the warm start reports (the first maxHeldout, whatever data.include and
+// data.train_limit select for training); none when sft.heldout_every is 0 or
+// the dataset has no test split.
+func (ws *workspace) heldoutExamples(ctx context.Context) ([]train.SFTExample, error) {
+	c := ws.cfg
+	if c.SFT.HeldoutEvery == 0 {
+		return nil, nil
+	}
+	c.Data.Split, c.Data.Include, c.Data.TrainLimit = task.SplitTest, nil, maxHeldout
+	insts, err := task.Load(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("held-out split: %w", err)
+	}
+	tasks := make([]*task.Instance, len(insts))
+	for i := range insts {
+		tasks[i] = &insts[i]
+	}
+	if c.Data.Source != task.MiniSource {
+		ws.findRepos(tasks)
+	}
+	ex, _, err := train.SFTExamples(ctx, tasks, ws.prompter, ws.tok, train.SFTData{Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens})
+	return ex, err
 }
 
 func (ws *workspace) loadTokenizer(ctx context.Context) error {
@@ -166,8 +203,13 @@ func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string
 	if err != nil {
 		return train.SFTResult{}, err
 	}
+	heldout, err := ws.heldoutExamples(ctx)
+	if err != nil {
+		return train.SFTResult{}, err
+	}
 	res, err := train.RunSFT(ctx, train.SFTOptions{Steps: c.SFT.Steps, BatchSize: c.SFT.BatchSize, Seed: c.Run.Seed,
-		Context: c.Model.Context, MaxNewTokens: c.Sample.MaxNewTokens, PromptWeight: c.SFT.PromptLossWeight}, pol, examples, publish)
+		Context: c.Model.Context, MaxNewTokens: c.Sample.MaxNewTokens, PromptWeight: c.SFT.PromptLossWeight,
+		Heldout: heldout, HeldoutEvery: c.SFT.HeldoutEvery}, pol, examples, publish)
 	res.Skipped = skipped
 	if err != nil {
 		return res, err

@@ -149,7 +149,9 @@ type SFT struct {
 	// PromptLossWeight > 0 also trains on the prompts' tokens, weighted this
 	// much against the completions'.
 	PromptLossWeight float64 `toml:"prompt_loss_weight"`
-	Out              string  `toml:"out"`
+	// HeldoutEvery steps the held-out split's gold replies are scored; 0 = never.
+	HeldoutEvery int    `toml:"heldout_every"`
+	Out          string `toml:"out"`
 }
 
 // Watchdog bounds how long the trainer may go without progress.
@@ -195,7 +197,7 @@ func Default() Config {
 		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 0, ApplyOnHost: true},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest"},
-		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1},
+		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
 	}

@@ -21,6 +21,17 @@ type SFTOptions struct {
 	// PromptWeight > 0 also trains on the prompt tokens, their NLL weighted
 	// this much against the completions'.
 	PromptWeight float64
+	// Heldout examples are scored (completion NLL, no update) every
+	// HeldoutEvery steps and after the last: the loss that says whether the
+	// warm start generalises or learns its examples by heart.
+	Heldout      []SFTExample
+	HeldoutEvery int
+}
+
+// LossPoint is a loss measured after Step optimiser steps.
+type LossPoint struct {
+	Step int
+	NLL  float64
 }
 
 // sftBatch packs a batch for Backward with the cotangents of its logprobs:
@@ -57,6 +68,7 @@ type SFTResult struct {
 	Used      int       // examples trained on
 	Synthetic int       // of which synthetic fixes
 	Skipped   int       // gold completions too long to use
+	Heldout   []LossPoint
 }
 
 // SFTExample is one (prompt, completion) pair, tokenised.
@@ -164,10 +176,44 @@ func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExam
 			}
 		}
 		res.Losses = append(res.Losses, nll/float64(n))
+		detail := fmt.Sprintf("step %d/%d loss %.3f", step, opts.Steps, nll/float64(n))
+		if len(opts.Heldout) > 0 && opts.HeldoutEvery > 0 && (step%opts.HeldoutEvery == 0 || step == opts.Steps) {
+			h, err := HeldoutNLL(ctx, pol, opts.Heldout, opts.BatchSize)
+			if err != nil {
+				return res, fmt.Errorf("sft step %d: held-out loss: %w", step, err)
+			}
+			res.Heldout = append(res.Heldout, LossPoint{Step: step, NLL: h})
+		}
+		if k := len(res.Heldout); k > 0 {
+			detail += fmt.Sprintf(" held-out %.3f", res.Heldout[k-1].NLL)
+		}
 		if publish != nil {
 			publish(StageChanged{Stage: "sft", Progress: float64(step) / float64(opts.Steps),
-				Detail: fmt.Sprintf("step %d/%d loss %.3f (%.1fs)", step, opts.Steps, nll/float64(n), time.Since(start).Seconds())})
+				Detail: fmt.Sprintf("%s (%.1fs)", detail, time.Since(start).Seconds())})
 		}
 	}
 	return res, nil
+}
+
+// HeldoutNLL is the mean token NLL of the examples' completions under the
+// policy, forward only, in batches of batchSize.
+func HeldoutNLL(ctx context.Context, pol Policy, examples []SFTExample, batchSize int) (float64, error) {
+	nll, n := 0.0, 0
+	for lo := 0; lo < len(examples); lo += max(1, batchSize) {
+		var seqs []Sequence
+		for _, e := range examples[lo:min(len(examples), lo+max(1, batchSize))] {
+			seqs = append(seqs, e.Seq)
+		}
+		logp, err := pol.Logprobs(ctx, seqs)
+		if err != nil {
+			return 0, err
+		}
+		for _, row := range logp {
+			for _, lp := range row {
+				nll -= lp
+				n++
+			}
+		}
+	}
+	return nll / float64(max(1, n)), nil
 }

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -22,9 +23,22 @@ func TestSFTLowersTheGoldNLL(t *testing.T) {
 		t.Fatalf("examples %v skipped %d err %v", ex, skipped, err)
 	}
 	pol := newBandit(6, 0.5, 1)
-	res, err := RunSFT(context.Background(), SFTOptions{Steps: 20, BatchSize: 2, Seed: 1}, pol, ex, nil)
+	before, err := HeldoutNLL(context.Background(), pol, ex, 4)
 	if err != nil {
 		t.Fatal(err)
+	}
+	near(t, "held-out NLL before training", before, 1.791759469)
+	res, err := RunSFT(context.Background(), SFTOptions{Steps: 20, BatchSize: 2, Seed: 1, Heldout: ex, HeldoutEvery: 8}, pol, ex, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Measured after steps 8 and 16, and after the last; here the held-out
+	// example is the trained one, so its loss is the last step's.
+	if len(res.Heldout) != 3 || res.Heldout[0].Step != 8 || res.Heldout[1].Step != 16 || res.Heldout[2].Step != 20 {
+		t.Fatalf("held-out points %+v", res.Heldout)
+	}
+	if after, _ := HeldoutNLL(context.Background(), pol, ex, 4); math.Abs(after-res.Heldout[2].NLL) > 1e-12 || after > 0.2 {
+		t.Fatalf("held-out NLL at the end %.4f, recomputed %.4f", res.Heldout[2].NLL, after)
 	}
 	first, last := res.Losses[0], res.Losses[len(res.Losses)-1]
 	// Uniform over 6 tokens: NLL = ln 6 = 1.7918 at the start.
