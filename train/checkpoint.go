@@ -50,7 +50,7 @@ func (t *Trainer) save(ctx context.Context) error {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	defer os.RemoveAll(tmp) // no-op after the rename
-	t.model.Lock()          // async sampling must not run while the weights are written
+	t.model.Lock()          // no update may run while the weights are written
 	err = t.d.Store.Save(ctx, tmp)
 	t.model.Unlock()
 	if err != nil {

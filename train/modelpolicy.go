@@ -67,12 +67,15 @@ func (p *ModelPolicy) Sample(ctx context.Context, prompt []int, n int, o SampleO
 
 // StartSnapshots implements SnapshotSampler.
 func (p *ModelPolicy) StartSnapshots() {
-	p.snapMu.Lock()
-	started := p.snap != nil
-	p.snapMu.Unlock()
-	if !started {
+	if !p.snapshotsStarted() {
 		p.publishSnapshot()
 	}
+}
+
+func (p *ModelPolicy) snapshotsStarted() bool {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	return p.snap != nil
 }
 
 // SampleSnapshot implements SnapshotSampler.
@@ -201,10 +204,7 @@ func (p *ModelPolicy) Step() (gradNorm, lr float64) {
 // refreshSnapshot publishes the new weights to snapshot samplers, once
 // StartSnapshots has been called.
 func (p *ModelPolicy) refreshSnapshot() {
-	p.snapMu.Lock()
-	started := p.snap != nil
-	p.snapMu.Unlock()
-	if started {
+	if p.snapshotsStarted() {
 		p.publishSnapshot()
 	}
 }

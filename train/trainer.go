@@ -51,7 +51,7 @@ type Trainer struct {
 	// Loop state, owned by the Run goroutine.
 	st     State
 	src    source
-	model  sync.Mutex // serialises the policy's calls: sampling, forward/backward, step
+	model  sync.Mutex // serialises updates with live-weight sampling and checkpoint saves (async samples a snapshot)
 	phase  atomic.Value
 	paused bool
 	stop   bool
