@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/swetui/swetui/task"
@@ -74,6 +73,7 @@ type SFTResult struct {
 // SFTExample is one (prompt, completion) pair, tokenised.
 type SFTExample struct {
 	InstanceID string // "<id>#synthetic-<k>" for a task's synthetic fixes
+	Synthetic  bool
 	Seq        Sequence
 }
 
@@ -87,7 +87,8 @@ type SFTData struct {
 	Seed      int64
 }
 
-// FileLister is a Prompter that can say which files a prompt shows.
+// FileLister is a Prompter that can say which files a prompt shows: its
+// Prompt(inst) is RenderPrompt(inst.ProblemStatement, Files(inst)).
 type FileLister interface {
 	Files(ctx context.Context, inst *task.Instance) ([]CodeFile, error)
 }
@@ -97,7 +98,7 @@ type FileLister interface {
 // tokens and the whole within the context (the prompt is cut from the front
 // when needed). skipped counts the gold completions that do not fit.
 func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok Tokenizer, d SFTData) (out []SFTExample, skipped int, err error) {
-	add := func(id, prompt, completion string) bool {
+	add := func(ex SFTExample, prompt, completion string) bool {
 		c := tok.Encode(completion)
 		if len(c) > d.MaxNew {
 			return false
@@ -106,29 +107,35 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 		if room := d.Context - len(c); len(pr) > room {
 			pr = pr[len(pr)-room:]
 		}
-		out = append(out, SFTExample{InstanceID: id, Seq: Sequence{Prompt: pr, Completion: c}})
+		ex.Seq = Sequence{Prompt: pr, Completion: c}
+		out = append(out, ex)
 		return true
 	}
 	lister, _ := p.(FileLister)
+	if d.Synthetic == 0 {
+		lister = nil
+	}
 	for i, inst := range tasks {
-		text, err := p.Prompt(ctx, inst)
-		if err != nil {
+		var text string
+		var files []CodeFile
+		if lister != nil { // read the files once, for the prompt and the fixes
+			if files, err = lister.Files(ctx, inst); err != nil {
+				return nil, 0, fmt.Errorf("sft: files of %s: %w", inst.InstanceID, err)
+			}
+			text = RenderPrompt(inst.ProblemStatement, files)
+		} else if text, err = p.Prompt(ctx, inst); err != nil {
 			return nil, 0, fmt.Errorf("sft: prompt %s: %w", inst.InstanceID, err)
 		}
-		if !add(inst.InstanceID, text, GoldCompletion(inst.Patch)) {
+		if !add(SFTExample{InstanceID: inst.InstanceID}, text, GoldCompletion(inst.Patch)) {
 			skipped++
 		}
-		if d.Synthetic == 0 || lister == nil {
+		if lister == nil {
 			continue
-		}
-		files, err := lister.Files(ctx, inst)
-		if err != nil {
-			return nil, 0, fmt.Errorf("sft: files of %s: %w", inst.InstanceID, err)
 		}
 		r := rand.New(rand.NewPCG(uint64(d.Seed), uint64(i)))
 		prompts, patches := SyntheticFixes(r, files, d.Synthetic)
 		for k := range prompts {
-			add(fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1), prompts[k], GoldCompletion(patches[k]))
+			add(SFTExample{InstanceID: fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1), Synthetic: true}, prompts[k], GoldCompletion(patches[k]))
 		}
 	}
 	return out, skipped, nil
@@ -140,7 +147,7 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExample, publish func(Event)) (SFTResult, error) {
 	res := SFTResult{Used: len(examples)}
 	for _, e := range examples {
-		if strings.Contains(e.InstanceID, "#synthetic-") {
+		if e.Synthetic {
 			res.Synthetic++
 		}
 	}
