@@ -214,11 +214,8 @@ func TestLoadHuggingFaceCheckpoints(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), tc.name)
-			cfg := map[string]any{"architectures": []string{"X"}, "model_type": tc.modelType, "hidden_size": base.DModel,
-				"intermediate_size": base.DFF, "num_attention_heads": base.Heads, "num_hidden_layers": base.Layers,
-				"num_key_value_heads": base.KVHeads, "vocab_size": base.VocabSize, "max_position_embeddings": base.Context,
-				"rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "tie_word_embeddings": tc.tied, "hidden_act": "silu",
-				"rope_scaling": nil}
+			cfg := hfConfigMap(base, tc.modelType, tc.tied)
+			cfg["architectures"], cfg["rope_theta"], cfg["hidden_act"], cfg["rope_scaling"] = []string{"X"}, 1000000.0, "silu", nil
 			ts := hfTensors(base, tc.bias, tc.tied)
 			writeHF(t, dir, cfg, ts, tc.dtype, lcgWeight)
 			ck, err := Load(dir, nil)
@@ -272,10 +269,7 @@ func TestLoadHuggingFaceCheckpoints(t *testing.T) {
 	t.Run("sharded", func(t *testing.T) {
 		// Two shards and an index, as transformers writes large models.
 		dir := filepath.Join(t.TempDir(), "sharded")
-		cfg := map[string]any{"model_type": "llama", "hidden_size": base.DModel, "intermediate_size": base.DFF,
-			"num_attention_heads": base.Heads, "num_hidden_layers": base.Layers, "num_key_value_heads": base.KVHeads,
-			"vocab_size": base.VocabSize, "max_position_embeddings": base.Context, "rms_norm_eps": 1e-5,
-			"tie_word_embeddings": false}
+		cfg := hfConfigMap(base, "llama", false)
 		all := hfTensors(base, false, false)
 		parts := [2]map[string][]int{{}, {}}
 		weightMap := map[string]string{}
@@ -330,10 +324,7 @@ func TestLoadHuggingFaceCheckpoints(t *testing.T) {
 			}},
 		} {
 			dir := filepath.Join(t.TempDir(), "bad")
-			cfg := map[string]any{"model_type": "llama", "hidden_size": base.DModel, "intermediate_size": base.DFF,
-				"num_attention_heads": base.Heads, "num_hidden_layers": base.Layers, "num_key_value_heads": base.KVHeads,
-				"vocab_size": base.VocabSize, "max_position_embeddings": base.Context, "rms_norm_eps": 1e-5,
-				"tie_word_embeddings": true}
+			cfg := hfConfigMap(base, "llama", true)
 			ts := hfTensors(base, false, true)
 			bad.edit(cfg, ts)
 			writeHF(t, dir, cfg, ts, "F32", lcgWeight)
@@ -357,4 +348,13 @@ func TestF16(t *testing.T) {
 			t.Errorf("f16(%#04x) = %v, want %v", tc.h, got, tc.want)
 		}
 	}
+}
+
+// hfConfigMap is the config.json transformers writes for a model of base's
+// architecture.
+func hfConfigMap(base Config, modelType string, tied bool) map[string]any {
+	return map[string]any{"model_type": modelType, "hidden_size": base.DModel, "intermediate_size": base.DFF,
+		"num_attention_heads": base.Heads, "num_hidden_layers": base.Layers, "num_key_value_heads": base.KVHeads,
+		"vocab_size": base.VocabSize, "max_position_embeddings": base.Context, "rms_norm_eps": 1e-5,
+		"tie_word_embeddings": tied}
 }
