@@ -48,7 +48,7 @@ func TestScoreApplyFillsFromTheImage(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	rep := readScoreReport(t, out)
-	if rep.Summary.Applied != 1 || rep.Summary.Infra != 0 || rep.Instances[0].Result == nil || !rep.Instances[0].Result.ApplyOnHost {
-		t.Fatalf("gold did not apply on the host from the image's copy: %+v %+v", rep.Summary, rep.Instances[0].Result)
+	if rep.Summary.Applied != 1 || rep.Summary.Infra != 0 || rep.Instances[0].Verdict == nil || !rep.Instances[0].Verdict.ApplyOnHost {
+		t.Fatalf("gold did not apply on the host from the image's copy: %+v %+v", rep.Summary, rep.Instances[0].Verdict)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
@@ -16,24 +18,24 @@ import (
 
 // gradeReport is what `swetui grade` prints.
 type gradeReport struct {
-	InstanceID  string             `json:"instance_id"`
-	Parser      string             `json:"parser"`
-	Frame       string             `json:"frame"` // swetui, harness or whole-log
-	Statuses    reward.StatusMap   `json:"statuses"`
-	Resolved    bool               `json:"resolved"`
-	TestsStatus reward.TestsStatus `json:"tests_status"`
-	Applied     bool               `json:"applied"`
-	ApplyMethod string             `json:"apply_method,omitempty"`
-	ExitStatus  *int               `json:"exit_status,omitempty"`
-	Complete    bool               `json:"complete"`
-	Forged      bool               `json:"forged_markers,omitempty"`
-	F2PPassed   int                `json:"f2p_passed"`
-	F2PTotal    int                `json:"f2p_total"`
-	P2PPassed   int                `json:"p2p_passed"`
-	P2PBroken   int                `json:"p2p_broken"`
-	P2PTotal    int                `json:"p2p_total"`
-	Weights     reward.Weights     `json:"weights"`
-	Reward      float64            `json:"reward"`
+	InstanceID  string            `json:"instance_id"`
+	Parser      string            `json:"parser"`
+	Frame       string            `json:"frame"` // swetui, harness or whole-log
+	Statuses    event.StatusMap   `json:"statuses"`
+	Resolved    bool              `json:"resolved"`
+	TestsStatus event.TestsStatus `json:"tests_status"`
+	Applied     bool              `json:"applied"`
+	ApplyMethod string            `json:"apply_method,omitempty"`
+	ExitStatus  *int              `json:"exit_status,omitempty"`
+	Complete    bool              `json:"complete"`
+	Forged      bool              `json:"forged_markers,omitempty"`
+	F2PPassed   int               `json:"f2p_passed"`
+	F2PTotal    int               `json:"f2p_total"`
+	P2PPassed   int               `json:"p2p_passed"`
+	P2PBroken   int               `json:"p2p_broken"`
+	P2PTotal    int               `json:"p2p_total"`
+	Weights     reward.Weights    `json:"weights"`
+	Reward      float64           `json:"reward"`
 }
 
 // runGrade implements `swetui grade`.
@@ -118,14 +120,14 @@ func gradeLog(in *task.Instance, log, parserName string, w reward.Weights) (grad
 	}
 	rep := gradeReport{InstanceID: in.InstanceID, Parser: parserName, Weights: w, Applied: true, Complete: true}
 	text := log
-	nonce, isSwetui := reward.LogNonce(log)
+	nonce, isSwetui := sandbox.LogNonce(log)
 	switch {
 	case isSwetui:
 		o := sandbox.ParseOutput(log, nonce)
 		rep.Frame, rep.ApplyMethod = "swetui", o.ApplyMethod
 		rep.Applied = o.Applied
 		rep.Complete = o.Complete
-		rep.Forged = reward.ForgedMarkers(log, nonce)
+		rep.Forged = o.Forged
 		if o.Complete {
 			st := o.ExitStatus
 			rep.ExitStatus = &st
@@ -159,11 +161,11 @@ func (r *gradeReport) fill(g reward.Grade) {
 }
 
 func (r gradeReport) finish(w reward.Weights) gradeReport {
-	res := reward.Result{Mode: reward.ModeDocker, Applied: r.Applied, Resolved: r.Resolved,
+	res := event.Verdict{Phase: config.PhaseDocker, Applied: r.Applied, Resolved: r.Resolved,
 		F2PPassed: r.F2PPassed, F2PTotal: r.F2PTotal, P2PPassed: r.P2PPassed, P2PBroken: r.P2PBroken, P2PTotal: r.P2PTotal}
 	r.Reward = w.Compose(&res)
 	if r.Statuses == nil {
-		r.Statuses = reward.StatusMap{}
+		r.Statuses = event.StatusMap{}
 	}
 	return r
 }

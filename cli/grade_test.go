@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/swetui/swetui/reward"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/sandbox"
 )
 
@@ -67,8 +67,8 @@ func TestGradeCommandOnHarnessLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 		var want map[string]struct {
-			Resolved    bool               `json:"resolved"`
-			TestsStatus reward.TestsStatus `json:"tests_status"`
+			Resolved    bool              `json:"resolved"`
+			TestsStatus event.TestsStatus `json:"tests_status"`
 		}
 		if err := json.Unmarshal(raw, &want); err != nil {
 			t.Fatal(err)

@@ -6,24 +6,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 func TestEventLines(t *testing.T) {
 	tests := []struct {
-		ev   train.Event
+		ev   event.Event
 		want string
 	}{
-		{train.StepFinished{Step: 3, Phase: "syntax", Duration: 1500 * time.Millisecond, Metrics: train.Metrics{RewardMean: 0.15, RewardMax: 0.3, SyntaxRate: 0.5, KL: 0.0012, Loss: -0.02, InfraFailures: 1}},
+		{event.StepFinished{Step: 3, Phase: "syntax", Duration: 1500 * time.Millisecond, Metrics: event.Metrics{RewardMean: 0.15, RewardMax: 0.3, SyntaxRate: 0.5, KL: 0.0012, Loss: -0.02, InfraFailures: 1}},
 			"[00:01:05] step 3 syntax     reward 0.150 (max 0.30) valid 0.50 applied 0.00 resolved 0.00 kl 0.0012 loss -0.0200 zero-std 0.00 infra 1  1.5s"},
-		{train.PhaseChanged{Step: 20, From: "syntax", To: "apply-only", Auto: true, Reason: "syntax-valid rate 0.85 ≥ 0.80 over 20 steps"},
+		{event.PhaseChanged{Step: 20, From: "syntax", To: "apply-only", Auto: true, Reason: "syntax-valid rate 0.85 ≥ 0.80 over 20 steps"},
 			"[00:01:05] phase syntax -> apply-only at step 20 (auto: syntax-valid rate 0.85 ≥ 0.80 over 20 steps)"},
-		{train.CheckpointSaved{Step: 25, Path: "runs/checkpoints/step-00000025"}, "[00:01:05] checkpoint step 25 -> runs/checkpoints/step-00000025"},
-		{train.Message{Level: train.Warn, Text: "docker unreachable"}, "[00:01:05] warn: docker unreachable"},
-		{train.Stopped{Step: 9, Reason: "error", Err: errors.New("boom")}, "[00:01:05] stopped at step 9: error: boom"},
-		{train.StageChanged{Stage: "sft", Progress: 0.33, Detail: "x"}, ""},
-		{train.StageChanged{Stage: "sft", Progress: 0.5, Detail: "step 50/100 loss 1.2"}, "[00:01:05] stage sft  50% step 50/100 loss 1.2"},
-		{train.ContainerLog{Lines: []string{"x"}}, ""},
+		{event.CheckpointSaved{Step: 25, Path: "runs/checkpoints/step-00000025"}, "[00:01:05] checkpoint step 25 -> runs/checkpoints/step-00000025"},
+		{event.Message{Level: event.Warn, Text: "docker unreachable"}, "[00:01:05] warn: docker unreachable"},
+		{event.Stopped{Step: 9, Reason: "error", Err: errors.New("boom")}, "[00:01:05] stopped at step 9: error: boom"},
+		{event.StageChanged{Stage: "sft", Progress: 0.33, Detail: "x"}, ""},
+		{event.StageChanged{Stage: "sft", Progress: 0.5, Detail: "step 50/100 loss 1.2"}, "[00:01:05] stage sft  50% step 50/100 loss 1.2"},
+		{event.LogBatch{Lines: []string{"x"}}, ""},
 	}
 	for _, tt := range tests {
 		if got := eventLine(tt.ev, 65*time.Second); got != tt.want {
@@ -33,9 +33,9 @@ func TestEventLines(t *testing.T) {
 }
 
 func TestPrintEventsDrainsUntilClosed(t *testing.T) {
-	ch := make(chan train.Event, 3)
-	ch <- train.Paused{Step: 1}
-	ch <- train.Resumed{Step: 1}
+	ch := make(chan event.Event, 3)
+	ch <- event.Paused{Step: 1}
+	ch <- event.Resumed{Step: 1}
 	close(ch)
 	var buf bytes.Buffer
 	printEvents(&buf, ch, time.Now())

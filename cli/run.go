@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
-	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/train"
 	"github.com/swetui/swetui/ui"
 )
@@ -35,7 +35,12 @@ func runRun(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("run: %w", err)
 	}
 
-	scorer, pool, dockerErr := ws.rewards(ctx, cfg.Run.Name) // containers carry swetui.run=<run.name>
+	// One bus carries the run's events: the trainer's, and the pool's logs,
+	// state and host health straight from the sandbox.
+	bus := event.NewBus()
+	defer bus.Close()
+	sub := bus.Subscribe(train.EventBuffer)
+	scorer, pool, dockerErr := ws.rewards(ctx, cfg.Run.Name, bus) // containers carry swetui.run=<run.name>
 	defer scorer.Close()
 	defer closePool(ctx, pool)
 	if dockerErr != nil && cfg.Curriculum.Phase == config.PhaseDocker {
@@ -52,43 +57,37 @@ func runRun(ctx context.Context, env Env, args []string) error {
 	}
 	ref := &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
 	pol.Ref = ref
-	deps := train.Deps{Policy: pol, Reference: ref, Tokenizer: ws.tok, Scorer: scorer.Breakdowns(),
-		Prompter: ws.prompter, Tasks: ws.tasks, Store: pol, DockerOK: dockerErr == nil,
+	deps := train.Deps{Policy: pol, Reference: ref, Tokenizer: ws.tok, Scorer: scorer,
+		Prompter: ws.prompter, Tasks: ws.tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
 		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
 	if cfg.Run.SFTFirst && cfg.Model.InitCkpt == "" {
 		deps.Warmup = warmup(ws, pol, ref)
 	}
 	tr := train.New(cfg, deps)
 
-	stopForward := func() {}
-	if pool != nil {
-		stopForward = forwardPool(pool, tr)
-	}
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx) }()
 	if dockerErr != nil {
-		tr.Emit(train.Message{Level: train.Warn, Time: time.Now(),
+		bus.Publish(event.Message{Level: event.Warn, Time: time.Now(),
 			Text: fmt.Sprintf("docker phase unavailable: %v; syntax and apply-only still run", dockerErr)})
 	} else if n := pool.Reaped(); n > 0 {
-		tr.Emit(train.Message{Level: train.Info, Time: time.Now(), Text: fmt.Sprintf("reaped %d containers left by earlier runs", n)})
+		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("reaped %d containers left by earlier runs", n)})
 	}
 
 	if env.IsTerminal && !*headless {
-		uiErr := ui.Run(ctx, tr, tr.Events(), ui.Options{UI: cfg.UI})
+		uiErr := ui.Run(ctx, tr, sub.Events(), ui.Options{UI: cfg.UI, Drops: sub.Dropped})
 		tr.Stop()
-		go func() { // nobody watches any more: keep the trainer from waiting on the stream
-			for range tr.Events() {
-			}
-		}()
+		sub.Close() // nobody watches any more: the bus drops for no one
 		err = <-done
-		stopForward()
 		if uiErr != nil && !errors.Is(uiErr, context.Canceled) {
 			return fmt.Errorf("run: console: %w", uiErr)
 		}
 	} else {
-		printEvents(env.Stdout, tr.Events(), time.Now())
+		printed := make(chan struct{})
+		go func() { defer close(printed); printEvents(env.Stdout, sub.Events(), time.Now()) }()
 		err = <-done
-		stopForward()
+		bus.Close() // after Stopped: the printer has the whole run
+		<-printed
 	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
@@ -100,14 +99,14 @@ func runRun(ctx context.Context, env Env, args []string) error {
 // earlier run wrote it, else trains on the gold patches and writes it; then
 // the reference becomes the warmed-up policy and GRPO starts with a fresh
 // optimiser.
-func warmup(ws *workspace, pol *train.ModelPolicy, ref *train.ModelReference) func(context.Context, func(train.Event)) error {
-	return func(ctx context.Context, publish func(train.Event)) error {
+func warmup(ws *workspace, pol *train.ModelPolicy, ref *train.ModelReference) func(context.Context, func(event.Event)) error {
+	return func(ctx context.Context, publish func(event.Event)) error {
 		dir := ws.sftDir()
 		if m, err := loadModel(dir, ws.tok); err == nil {
 			if err := pol.Model.CopyWeightsFrom(m); err != nil {
 				return fmt.Errorf("sft checkpoint %s: %w", dir, err)
 			}
-			publish(train.StageChanged{Stage: "sft", Progress: 1, Detail: "loaded " + dir})
+			publish(event.StageChanged{Stage: "sft", Progress: 1, Detail: "loaded " + dir})
 		} else {
 			sftPol, err := ws.newPolicy(pol.Model, ws.cfg.SFT.LR, ws.cfg.SFT.Steps)
 			if err != nil {
@@ -121,50 +120,11 @@ func warmup(ws *workspace, pol *train.ModelPolicy, ref *train.ModelReference) fu
 			if k := len(res.Heldout); k > 0 {
 				heldout = fmt.Sprintf(" (held-out %.3f)", res.Heldout[k-1].NLL)
 			}
-			publish(train.Message{Level: train.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d examples (%d synthetic; %d gold patches too long), loss %.3f -> %.3f%s, saved %s",
+			publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d examples (%d synthetic; %d gold patches too long), loss %.3f -> %.3f%s, saved %s",
 				len(res.Losses), res.Used, res.Synthetic, res.Skipped, res.Losses[0], res.Losses[len(res.Losses)-1], heldout, dir)})
 		}
 		return ref.Model.CopyWeightsFrom(pol.Model)
 	}
-}
-
-// forwardPool relays the pool's logs and state onto the run's event stream
-// until the returned function is called.
-func forwardPool(pool *sandbox.Pool, tr *train.Trainer) func() {
-	logs, unsubscribe := pool.Subscribe(256)
-	quit := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		tick := time.NewTicker(500 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case b, ok := <-logs:
-				if !ok {
-					return
-				}
-				tr.Emit(train.ContainerLog(b))
-			case <-tick.C:
-				tr.Emit(poolState(pool.State()))
-			case <-quit:
-				return
-			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-finished
-		unsubscribe()
-	}
-}
-
-func poolState(s sandbox.State) train.PoolState {
-	ps := train.PoolState{Queue: s.Queue, Done: s.Done, P50: s.P50, P95: s.P95, Timeouts: s.Timeouts, InfraFailures: s.InfraFailures}
-	for _, w := range s.Workers {
-		ps.Workers = append(ps.Workers, train.WorkerState(w))
-	}
-	return ps
 }
 
 func hostsOf(cfg config.Config) []string {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
@@ -28,17 +29,18 @@ type prediction struct {
 }
 
 // scoreEntry is one instance of the score report: the harness report's
-// fields, so reports compare one to one, plus every reward component.
+// fields, so reports compare one to one, derived from the verdict that
+// carries every reward component.
 type scoreEntry struct {
-	InstanceID               string              `json:"instance_id"`
-	Model                    string              `json:"model_name_or_path"`
-	PatchIsNone              bool                `json:"patch_is_None"`
-	PatchExists              bool                `json:"patch_exists"`
-	PatchSuccessfullyApplied bool                `json:"patch_successfully_applied"`
-	Resolved                 bool                `json:"resolved"`
-	TestsStatus              *reward.TestsStatus `json:"tests_status,omitempty"`
-	Error                    string              `json:"error,omitempty"`
-	Result                   *reward.Result      `json:"result,omitempty"`
+	InstanceID               string             `json:"instance_id"`
+	Model                    string             `json:"model_name_or_path"`
+	PatchIsNone              bool               `json:"patch_is_None"`
+	PatchExists              bool               `json:"patch_exists"`
+	PatchSuccessfullyApplied bool               `json:"patch_successfully_applied"`
+	Resolved                 bool               `json:"resolved"`
+	TestsStatus              *event.TestsStatus `json:"tests_status,omitempty"`
+	Error                    string             `json:"error,omitempty"`
+	Verdict                  *event.Verdict     `json:"verdict,omitempty"` // with the patch as extracted and normalised
 }
 
 // scoreSummary is the report's head and what is printed.
@@ -70,7 +72,7 @@ func runScore(ctx context.Context, env Env, args []string) error {
 	load := configFlag(fs, env)
 	predsArg := fs.String("predictions", "", "predictions (.jsonl or .json: instance_id, model_name_or_path, model_patch), or gold or empty (required)")
 	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
-	mode := fs.String("mode", reward.ModeDocker, "reward mode: syntax, apply-only or docker")
+	mode := fs.String("mode", config.PhaseDocker, "reward mode: syntax, apply-only or docker")
 	out := fs.String("out", "report.json", "per-instance report to write (- for stdout, empty for none)")
 	workers := fs.Int("workers", 0, "concurrent evaluations (default: sandbox.workers for docker, the CPU count otherwise)")
 	overrides, err := parseFlags(fs, args)
@@ -81,7 +83,7 @@ func runScore(ctx context.Context, env Env, args []string) error {
 		return UsageErrorf("--predictions is required (a file, gold or empty)")
 	}
 	switch *mode {
-	case reward.ModeSyntax, reward.ModeApplyOnly, reward.ModeDocker:
+	case config.PhaseSyntax, config.PhaseApplyOnly, config.PhaseDocker:
 	default:
 		return UsageErrorf("--mode %q: want syntax, apply-only or docker", *mode)
 	}
@@ -132,7 +134,7 @@ func runScore(ctx context.Context, env Env, args []string) error {
 		})
 	}
 	par := cfg.Sandbox.Workers
-	if *mode != reward.ModeDocker || par < 1 {
+	if *mode != config.PhaseDocker || par < 1 {
 		par = max(*workers, 1, min(8, len(preds)))
 	}
 	scorer.Parallel = par
@@ -185,8 +187,8 @@ func runScore(ctx context.Context, env Env, args []string) error {
 	}
 	if s := rep.Summary; s.Infra > 0 && s.Infra == s.Total-s.Errors {
 		for _, e := range entries {
-			if e.Result != nil && e.Result.Infra {
-				return fmt.Errorf("score: every evaluation failed for infrastructure reasons; first: %s", e.Result.InfraCause)
+			if e.Verdict != nil && e.Verdict.Infra {
+				return fmt.Errorf("score: every evaluation failed for infrastructure reasons; first: %s", e.Verdict.InfraCause)
 			}
 		}
 	}
@@ -210,8 +212,7 @@ func scoreOne(ctx context.Context, s *reward.Scorer, in *task.Instance, p predic
 		return e
 	}
 	r := rs[0]
-	r.Diff = "" // the prediction file has it
-	e.Result = &r
+	e.Verdict = &r
 	e.PatchSuccessfullyApplied = r.Applied
 	e.Resolved = r.Resolved
 	e.TestsStatus = r.TestsStatus
@@ -224,7 +225,7 @@ func summarise(entries []scoreEntry) scoreSummary {
 		if !e.PatchExists {
 			s.Empty++
 		}
-		r := e.Result
+		r := e.Verdict
 		if r == nil {
 			s.Errors++
 			continue

@@ -49,7 +49,7 @@ func TestScoreGoldAndEmptyOnMini(t *testing.T) {
 				t.Errorf("summary %+v", s)
 			}
 			for _, e := range rep.Instances {
-				if e.PatchSuccessfullyApplied != (tt.preds == "gold") || e.PatchExists != (tt.preds == "gold") || e.Result == nil {
+				if e.PatchSuccessfullyApplied != (tt.preds == "gold") || e.PatchExists != (tt.preds == "gold") || e.Verdict == nil {
 					t.Errorf("%s: %+v", e.InstanceID, e)
 				}
 			}
@@ -93,13 +93,13 @@ func TestScorePredictionsFile(t *testing.T) {
 	for _, e := range rep.Instances {
 		byID[e.InstanceID] = e
 	}
-	if e := byID[gold.InstanceID]; !e.PatchSuccessfullyApplied || e.Result.ApplyMethod != "git-apply" {
+	if e := byID[gold.InstanceID]; !e.PatchSuccessfullyApplied || e.Verdict.ApplyMethod != "git-apply" {
 		t.Errorf("gold: %+v", e)
 	}
 	if e := byID[suite.Tasks[1].Instance.InstanceID]; !e.PatchIsNone || e.PatchExists || e.PatchSuccessfullyApplied {
 		t.Errorf("null patch: %+v", e)
 	}
-	if e := byID[suite.Tasks[2].Instance.InstanceID]; e.PatchSuccessfullyApplied || !e.Result.SyntaxOK || !e.Result.ApplyChecked {
+	if e := byID[suite.Tasks[2].Instance.InstanceID]; e.PatchSuccessfullyApplied || !e.Verdict.SyntaxOK || !e.Verdict.ApplyChecked {
 		t.Errorf("patch to a missing file: %+v", e)
 	}
 	if e := byID["mini__absent-9999"]; e.Error == "" {
@@ -145,7 +145,7 @@ func TestScoreInfraFailures(t *testing.T) {
 	if s := rep.Summary; s.Total != 30 || s.Infra != 30 || s.SyntaxValid != 30 || s.Scored != 0 {
 		t.Errorf("summary %+v", s)
 	}
-	if r := rep.Instances[0].Result; r == nil || !r.Infra || !strings.Contains(r.InfraCause, "docker") {
+	if r := rep.Instances[0].Verdict; r == nil || !r.Infra || !strings.Contains(r.InfraCause, "docker") {
 		t.Errorf("first entry %+v", rep.Instances[0])
 	}
 	// Syntax mode needs neither repositories nor Docker.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/train"
 )
 
@@ -36,7 +37,7 @@ func runSFT(ctx context.Context, env Env, args []string) error {
 	}
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
-	res, err := ws.sft(ctx, pol, ws.sftDir(), func(train.Event) { bar.step() })
+	res, err := ws.sft(ctx, pol, ws.sftDir(), func(event.Event) { bar.step() })
 	bar.done()
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/sandbox"
@@ -196,7 +197,7 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*train.Mo
 
 // sft runs the supervised warm start on pol and writes its checkpoint to
 // dir.
-func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string, publish func(train.Event)) (train.SFTResult, error) {
+func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string, publish func(event.Event)) (train.SFTResult, error) {
 	c := ws.cfg
 	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, train.SFTData{
 		Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens, Synthetic: c.SFT.SyntheticPerTask, Seed: c.Run.Seed})
@@ -230,8 +231,10 @@ func (ws *workspace) sftDir() string {
 // rewards opens the reward engine: the Docker pool when a daemon answers
 // (dockerErr says why not otherwise) and the scorer with the tasks'
 // repositories registered for host-side apply checks.
-func (ws *workspace) rewards(ctx context.Context, runID string) (sc *reward.Scorer, pool *sandbox.Pool, dockerErr error) {
-	pool, dockerErr = sandbox.NewPool(ctx, sandbox.FromConfig(ws.cfg.Sandbox, runID))
+func (ws *workspace) rewards(ctx context.Context, runID string, events event.Publisher) (sc *reward.Scorer, pool *sandbox.Pool, dockerErr error) {
+	opts := sandbox.FromConfig(ws.cfg.Sandbox, runID)
+	opts.Events = events
+	pool, dockerErr = sandbox.NewPool(ctx, opts)
 	var ev reward.Evaluator
 	if dockerErr == nil {
 		ev = &reward.PoolEvaluator{Pool: pool}

@@ -3,6 +3,12 @@
 // validation that reports every problem at once before anything heavy starts.
 package config
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Config is the whole resolved configuration. Every field has a toml tag; the
 // file config.toml at the repository root carries the same defaults as
 // Default, with a comment per knob (a test keeps the two in step).
@@ -176,6 +182,16 @@ const (
 
 // Phases lists the curriculum's phases in the order they are taken.
 var Phases = []string{PhaseSyntax, PhaseApplyOnly, PhaseDocker}
+
+// CheckPhase is the one check that a phase name is one of Phases; every
+// place that takes a phase (config, the scorer, live switches, --mode)
+// calls it.
+func CheckPhase(phase string) error {
+	if !slices.Contains(Phases, phase) {
+		return fmt.Errorf("phase %q: want one of %s", phase, strings.Join(Phases, ", "))
+	}
+	return nil
+}
 
 // Default returns the built-in configuration; config.toml mirrors it.
 func Default() Config {

@@ -19,7 +19,7 @@
 //   - Logprobs / Backward: per-completion-token logprobs and entropies at the
 //     batch's temperature; Backward also ADDS the gradient of
 //     Σ cot·logprob into Grads. The trainer owns the loss: GRPO passes
-//     dL/dlogprob, SFT passes NLLCotangent.
+//     dL/dlogprob, SFT the mean NLL's (train.sftBatch).
 //   - Sample (sampler.go): plain-Go decoding with a KV cache over the same
 //     weights, G completions decoded together after one prefill. Its
 //     behaviour logprobs are log softmax(logits/T) of the sampled token over

@@ -311,23 +311,6 @@ func (m *Model) checkBatch(b *Batch, cot [][]float32) error {
 	return nil
 }
 
-// NLLCotangent is the Backward cotangent that minimises the mean negative
-// log-likelihood of all completion tokens of b (SFT): −1/num_tokens each.
-func NLLCotangent(b Batch) [][]float32 {
-	n := 0
-	for i, s := range b.Tokens {
-		n += len(s) - b.PromptLen[i]
-	}
-	cot := make([][]float32, len(b.Tokens))
-	for i, s := range b.Tokens {
-		cot[i] = make([]float32, len(s)-b.PromptLen[i])
-		for j := range cot[i] {
-			cot[i][j] = -1 / float32(n)
-		}
-	}
-	return cot
-}
-
 // Logprobs runs the forward pass only: per-completion-token logprobs and
 // entropies. Used for the frozen reference and for old-policy logprobs.
 func (m *Model) Logprobs(ctx context.Context, b Batch) (*Result, error) {
@@ -336,8 +319,9 @@ func (m *Model) Logprobs(ctx context.Context, b Batch) (*Result, error) {
 
 // Backward runs forward and backward of Σ_t logprob_t · cot_t and ADDS the
 // parameter gradients into Grads (call ZeroGrad between optimiser steps).
-// It returns the same values as Logprobs. For SFT use cot = −1/num_tokens on
-// the target tokens (minimising the mean NLL).
+// It returns the same values as Logprobs. The caller owns the loss: cot is
+// its derivative with respect to each completion token's logprob (SFT's is
+// train.sftBatch).
 func (m *Model) Backward(ctx context.Context, b Batch, cot [][]float32) (*Result, error) {
 	if cot == nil {
 		return nil, fmt.Errorf("model.Backward: nil cotangent")

@@ -67,7 +67,7 @@ func TestDefaultModelLearns(t *testing.T) {
 	for ; time.Since(start) < time.Duration(secs)*time.Second; step++ {
 		b := batch(docs[:1000], r)
 		m.ZeroGrad()
-		if _, err := m.Backward(ctx, b, NLLCotangent(b)); err != nil {
+		if _, err := m.Backward(ctx, b, nllCotangent(b)); err != nil {
 			t.Fatal(err)
 		}
 		m.ClipGradNorm(1)

@@ -193,7 +193,7 @@ func TestGraphCacheIsBounded(t *testing.T) {
 						t.Error("a rebuilt bucket gives different logprobs")
 					}
 				}
-				if _, err := m.Backward(ctx, b, NLLCotangent(b)); err != nil {
+				if _, err := m.Backward(ctx, b, nllCotangent(b)); err != nil {
 					t.Fatal(err)
 				}
 				if len(m.graphs) > maxGraphs {
@@ -203,3 +203,22 @@ func TestGraphCacheIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// nllCotangent is the Backward cotangent of the mean negative
+// log-likelihood of b's completion tokens: −1/num_tokens each (the tests'
+// supervised loss; train.sftBatch is the product's).
+func nllCotangent(b Batch) [][]float32 {
+	n := 0
+	for i, s := range b.Tokens {
+		n += len(s) - b.PromptLen[i]
+	}
+	cot := make([][]float32, len(b.Tokens))
+	for i, s := range b.Tokens {
+		cot[i] = make([]float32, len(s)-b.PromptLen[i])
+		for j := range cot[i] {
+			cot[i][j] = -1 / float32(n)
+		}
+	}
+	return cot
+}
+

@@ -15,18 +15,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 )
 
-// Apply methods of the harness's fallback chain, in the order they are tried.
-// The strings are those of sandbox's eval-script protocol, so host and
-// container verdicts compare as they are.
+// Apply methods of the harness's fallback chain, in the order they are tried:
+// the eval-script protocol's own (sandbox owns it), so host and container
+// verdicts compare as they are.
 const (
-	ApplyGit       = "git-apply"        // git apply --verbose
-	ApplyGitReject = "git-apply-reject" // git apply --verbose --reject
-	ApplyPatch     = "patch"            // patch --batch --fuzz=5 -p1 --forward
-	ApplyFailed    = "failed"
-	ApplyEmpty     = "empty"
+	ApplyGit       = sandbox.ApplyGit       // git apply --verbose
+	ApplyGitReject = sandbox.ApplyGitReject // git apply --verbose --reject
+	ApplyPatch     = sandbox.ApplyPatch     // patch --batch --fuzz=5 -p1 --forward
+	ApplyFailed    = sandbox.ApplyFailed
+	ApplyEmpty     = sandbox.ApplyEmpty
 )
 
 // ApplyResult is the verdict of an apply check.

@@ -57,52 +57,11 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 	if req.ApplyOnly {
 		out.Complete = out.ApplyMethod != ""
 	}
-	out.Forged = ForgedMarkers(res.Log, nonce)
+	out.Forged = o.Forged
 	if o.TestPatch == "failed" {
 		out.Infra = fmt.Errorf("evaluate %s: the reference test patch did not apply", req.Instance.InstanceID)
 	}
 	return out
-}
-
-// LogNonce returns the nonce of an eval log read without its script: that of
-// the first protocol line. The script prints its apply line before any code
-// of the patch runs, so the first one is the script's own; look-alikes the
-// tests print come later, and ForgedMarkers reports them.
-func LogNonce(log string) (string, bool) {
-	for _, line := range strings.Split(log, "\n") {
-		line = strings.TrimSuffix(line, "\r")
-		for _, prefix := range []string{sandbox.ApplyPrefix, sandbox.StartPrefix} {
-			if rest, ok := strings.CutPrefix(line, prefix+" "); ok {
-				nonce, _, _ := strings.Cut(rest, " ")
-				if nonce != "" {
-					return nonce, true
-				}
-			}
-		}
-	}
-	return "", false
-}
-
-// ForgedMarkers reports protocol-looking lines with another nonce, or more
-// than one start marker of this one: output the script did not print.
-func ForgedMarkers(log, nonce string) bool {
-	starts := 0
-	for _, line := range strings.Split(log, "\n") {
-		line = strings.TrimSuffix(line, "\r")
-		for _, prefix := range []string{sandbox.ApplyPrefix, sandbox.TestPatchPrefix, sandbox.StartPrefix, sandbox.EndPrefix, sandbox.ExitPrefix} {
-			rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix+" ")
-			if !ok {
-				continue
-			}
-			if !strings.HasPrefix(rest, nonce) {
-				return true
-			}
-			if prefix == sandbox.StartPrefix {
-				starts++
-			}
-		}
-	}
-	return starts > 1
 }
 
 // EvalSpec builds the container evaluation of req: the sandbox's eval script
@@ -121,14 +80,14 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 		ss.Setup = strings.Split(in.Setup, "\n")
 	}
 	if !req.ApplyOnly {
-		cmd, err := testCommand(in)
+		cmd, err := in.TestCommand()
 		if err != nil {
 			return sandbox.Spec{}, "", err
 		}
 		ss.TestCmd = cmd
 		if in.TestPatch != "" {
 			ss.TestPatchPath = sandbox.TestPatchPath
-			ss.TestFiles = sandbox.PatchPaths(in.TestPatch)
+			ss.TestFiles = task.Paths(task.PatchFiles(in.TestPatch))
 			files[sandbox.TestPatchPath] = []byte(NormalizeDiff(in.TestPatch))
 		}
 	}
@@ -141,16 +100,4 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 		Files:      files,
 		Script:     script,
 	}, nonce, nil
-}
-
-// testCommand is the instance's test command line: test_cmd and its test
-// directives (task fills both from its spec table when it loads a dataset).
-func testCommand(in *task.Instance) (string, error) {
-	if in.TestCmd == "" {
-		return "", fmt.Errorf("instance %s: no test_cmd (repo %q not in the spec table?)", in.InstanceID, in.Repo)
-	}
-	if len(in.TestDirectives) == 0 {
-		return in.TestCmd, nil
-	}
-	return in.TestCmd + " " + strings.Join(in.TestDirectives, " "), nil
 }

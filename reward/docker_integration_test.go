@@ -146,7 +146,7 @@ func TestDockerApplyVerdictsMatchHost(t *testing.T) {
 	for i, c := range applyCases {
 		diffs[i] = c.diff
 	}
-	rs, err := container.ScoreDiffs(context.Background(), inst, diffs, ModeApplyOnly)
+	rs, err := container.ScoreDiffs(context.Background(), inst, diffs, config.PhaseApplyOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestDockerScoring(t *testing.T) {
 	for i, tt := range tests {
 		diffs[i] = tt.diff
 	}
-	rs, err := s.ScoreDiffs(context.Background(), inst, diffs, ModeDocker)
+	rs, err := s.ScoreDiffs(context.Background(), inst, diffs, config.PhaseDocker)
 	if err != nil {
 		t.Fatal(err)
 	}

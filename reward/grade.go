@@ -4,51 +4,37 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/swetui/swetui/event"
 )
-
-// SuccessFailure is one category of the official report's tests_status.
-type SuccessFailure struct {
-	Success []string `json:"success"`
-	Failure []string `json:"failure"`
-}
-
-// TestsStatus is the official harness report's tests_status object.
-// FAIL_TO_FAIL and PASS_TO_FAIL stay empty, as the harness leaves them when it
-// is not asked to compute them.
-type TestsStatus struct {
-	FailToPass SuccessFailure `json:"FAIL_TO_PASS"`
-	PassToPass SuccessFailure `json:"PASS_TO_PASS"`
-	FailToFail SuccessFailure `json:"FAIL_TO_FAIL"`
-	PassToFail SuccessFailure `json:"PASS_TO_FAIL"`
-}
 
 // Grade is the verdict on one test log.
 type Grade struct {
-	Statuses    StatusMap   `json:"statuses"`
-	TestsStatus TestsStatus `json:"tests_status"`
-	Resolved    bool        `json:"resolved"`
-	F2PPassed   int         `json:"f2p_passed"`
-	F2PTotal    int         `json:"f2p_total"` // len(FAIL_TO_PASS)
-	P2PPassed   int         `json:"p2p_passed"`
-	P2PBroken   int         `json:"p2p_broken"` // failed, errored or missing
-	P2PTotal    int         `json:"p2p_total"`  // len(PASS_TO_PASS)
+	Statuses    event.StatusMap   `json:"statuses"`
+	TestsStatus event.TestsStatus `json:"tests_status"`
+	Resolved    bool              `json:"resolved"`
+	F2PPassed   int               `json:"f2p_passed"`
+	F2PTotal    int               `json:"f2p_total"` // len(FAIL_TO_PASS)
+	P2PPassed   int               `json:"p2p_passed"`
+	P2PBroken   int               `json:"p2p_broken"` // failed, errored or missing
+	P2PTotal    int               `json:"p2p_total"`  // len(PASS_TO_PASS)
 }
 
-func testPassed(s Status, ok bool) bool { return ok && (s == Passed || s == XFail) }
+func testPassed(s event.Status, ok bool) bool { return ok && (s == event.Passed || s == event.XFail) }
 
-func testFailed(s Status, ok bool) bool { return !ok || s == Failed || s == Errored }
+func testFailed(s event.Status, ok bool) bool { return !ok || s == event.Failed || s == event.Errored }
 
 // GradeStatuses grades a status map against an instance's FAIL_TO_PASS and
 // PASS_TO_PASS lists exactly as the official harness does: a test passes when
 // PASSED or XFAIL, fails when FAILED, ERROR or absent from the log, and is in
 // neither list otherwise (SKIPPED); resolved means no listed test failed.
-func GradeStatuses(sm StatusMap, f2p, p2p []string) Grade {
+func GradeStatuses(sm event.StatusMap, f2p, p2p []string) Grade {
 	g := Grade{Statuses: sm, F2PTotal: len(f2p), P2PTotal: len(p2p)}
-	g.TestsStatus = TestsStatus{
+	g.TestsStatus = event.TestsStatus{
 		FailToPass: classify(sm, f2p),
 		PassToPass: classify(sm, p2p),
-		FailToFail: SuccessFailure{Success: []string{}, Failure: []string{}},
-		PassToFail: SuccessFailure{Success: []string{}, Failure: []string{}},
+		FailToFail: event.SuccessFailure{Success: []string{}, Failure: []string{}},
+		PassToFail: event.SuccessFailure{Success: []string{}, Failure: []string{}},
 	}
 	g.F2PPassed = len(g.TestsStatus.FailToPass.Success)
 	g.P2PPassed = len(g.TestsStatus.PassToPass.Success)
@@ -59,8 +45,8 @@ func GradeStatuses(sm StatusMap, f2p, p2p []string) Grade {
 	return g
 }
 
-func classify(sm StatusMap, tests []string) SuccessFailure {
-	r := SuccessFailure{Success: []string{}, Failure: []string{}}
+func classify(sm event.StatusMap, tests []string) event.SuccessFailure {
+	r := event.SuccessFailure{Success: []string{}, Failure: []string{}}
 	for _, t := range tests {
 		s, ok := sm[t]
 		switch {

@@ -38,7 +38,7 @@ func TestLiteInstances(t *testing.T) {
 		if _, err := parserOf(&in); err != nil {
 			t.Errorf("%s: %v", in.InstanceID, err)
 		}
-		rs, err := s.ScoreDiffs(context.Background(), &in, []string{in.Patch, in.TestPatch}, ModeSyntax)
+		rs, err := s.ScoreDiffs(context.Background(), &in, []string{in.Patch, in.TestPatch}, config.PhaseSyntax)
 		if err != nil {
 			t.Fatal(err)
 		}

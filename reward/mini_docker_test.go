@@ -54,7 +54,7 @@ func TestDockerMiniSuite(t *testing.T) {
 	}
 	for _, mt := range suite.Tasks {
 		inst := mt.Instance
-		rs, err := s.ScoreDiffs(ctx, &inst, []string{inst.Patch, ""}, ModeDocker)
+		rs, err := s.ScoreDiffs(ctx, &inst, []string{inst.Patch, ""}, config.PhaseDocker)
 		if err != nil {
 			t.Fatal(err)
 		}

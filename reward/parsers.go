@@ -5,34 +5,20 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-)
 
-// Status is one test's outcome as a log parser reports it. The values are the
-// official harness's TestStatus strings.
-type Status string
-
-// Test statuses. XFAIL counts as passing when grading, as in the harness.
-const (
-	Passed  Status = "PASSED"
-	Failed  Status = "FAILED"
-	Skipped Status = "SKIPPED"
-	Errored Status = "ERROR"
-	XFail   Status = "XFAIL"
+	"github.com/swetui/swetui/event"
 )
 
 // statuses in the order the harness's TestStatus enum lists them; the pytest
 // parsers test line prefixes in this order.
-var statuses = []Status{Failed, Passed, Skipped, Errored, XFail}
-
-// StatusMap maps a test id to its status.
-type StatusMap map[string]Status
+var statuses = []event.Status{event.Failed, event.Passed, event.Skipped, event.Errored, event.XFail}
 
 // Parser turns the test runner's output into per-test statuses. Parsers are
 // ports of the official SWE-bench harness's log parsers (swebench/harness
 // log_parsers), so grading reproduces the harness's reports exactly; a few
 // extensions (verbose pytest lines, test ids with spaces) only add tests the
 // harness would have missed.
-type Parser func(log string) StatusMap
+type Parser func(log string) event.StatusMap
 
 // Parser names. Task specs and instances (task.Instance.LogParser) name one of
 // these; ParserFor also accepts the aliases in parserAliases.
@@ -71,7 +57,7 @@ var summaryHeader = regexp.MustCompile(`^(?:\x1b\[[0-9;]*m)*=+ short test summar
 // pytest runs (pytest's own tests) print sections of their own; their ids
 // are relative to a temporary folder and do not collide with real ones.
 func summaryScoped(parse Parser) Parser {
-	return func(log string) StatusMap {
+	return func(log string) event.StatusMap {
 		var sections []string
 		lines := splitLines(log)
 		for i := 0; i < len(lines); i++ {
@@ -88,7 +74,7 @@ func summaryScoped(parse Parser) Parser {
 		if len(sections) == 0 {
 			return parse(log)
 		}
-		m := StatusMap{}
+		m := event.StatusMap{}
 		for _, sec := range sections {
 			for id, st := range parse(sec) {
 				if old, ok := m[id]; !ok || statusRank(st) <= statusRank(old) {
@@ -101,15 +87,15 @@ func summaryScoped(parse Parser) Parser {
 }
 
 // statusRank orders statuses from worst (failures) to best.
-func statusRank(s Status) int {
+func statusRank(s event.Status) int {
 	switch s {
-	case Failed, Errored:
+	case event.Failed, event.Errored:
 		return 0
-	case Skipped:
+	case event.Skipped:
 		return 1
-	case XFail:
+	case event.XFail:
 		return 2
-	case Passed:
+	case event.Passed:
 		return 3
 	}
 	return -1 // an unknown word (the harness's quirks) counts as worst
@@ -222,31 +208,31 @@ var verboseLine = regexp.MustCompile(`^(\S.*?::.*?) (PASSED|FAILED|SKIPPED|ERROR
 
 // pytestSummary parses the -rA short summary lines ("STATUS id [- reason]")
 // as the harness does, with fix applied to each id.
-func pytestSummary(log string, fix func(string) string, normalise func(string) string) StatusMap {
-	m := StatusMap{}
-	verbose := StatusMap{}
+func pytestSummary(log string, fix func(string) string, normalise func(string) string) event.StatusMap {
+	m := event.StatusMap{}
+	verbose := event.StatusMap{}
 	for _, line := range splitLines(log) {
 		if normalise != nil {
 			line = normalise(line)
 		}
 		if !startsWithStatus(line) {
 			if v := verboseLine.FindStringSubmatch(line); v != nil {
-				verbose[fix(v[1])] = Status(v[2])
+				verbose[fix(v[1])] = event.Status(v[2])
 			}
 			continue
 		}
 		status, rest, _ := strings.Cut(line, " ")
 		if id, ok := spacedID(strings.TrimLeft(rest, " ")); ok {
-			m[fix(id)] = Status(status)
+			m[fix(id)] = event.Status(status)
 		}
-		if strings.HasPrefix(line, string(Failed)) {
+		if strings.HasPrefix(line, string(event.Failed)) {
 			line = strings.ReplaceAll(line, " - ", " ")
 		}
 		f := strings.Fields(line)
 		if len(f) <= 1 {
 			continue
 		}
-		m[fix(f[1])] = Status(f[0])
+		m[fix(f[1])] = event.Status(f[0])
 	}
 	// Summary lines come last in a pytest log and are authoritative; verbose
 	// lines only fill in tests that have none (runs without -rA).
@@ -260,9 +246,9 @@ func pytestSummary(log string, fix func(string) string, normalise func(string) s
 
 func identity(s string) string { return s }
 
-func parsePytest(log string) StatusMap { return pytestSummary(log, identity, nil) }
+func parsePytest(log string) event.StatusMap { return pytestSummary(log, identity, nil) }
 
-func parseMatplotlib(log string) StatusMap {
+func parseMatplotlib(log string) event.StatusMap {
 	return pytestSummary(log, identity, func(line string) string {
 		line = strings.ReplaceAll(line, "MouseButton.LEFT", "1")
 		return strings.ReplaceAll(line, "MouseButton.RIGHT", "3")
@@ -286,7 +272,7 @@ func shortenOption(id string) string {
 	return main + "[" + option + "]"
 }
 
-func parsePytestOptions(log string) StatusMap { return pytestSummary(log, shortenOption, nil) }
+func parsePytestOptions(log string) event.StatusMap { return pytestSummary(log, shortenOption, nil) }
 
 var ansiColour = regexp.MustCompile(`\[(\d+)m`)
 
@@ -303,27 +289,27 @@ func stripControl(line string) string {
 // parsePytestV2 is the harness's parse_log_pytest_v2 (astropy, scikit-learn,
 // sphinx): colour codes stripped, and old pytest's "id STATUS" lines read as
 // the harness reads them (first token the id, second the status).
-func parsePytestV2(log string) StatusMap {
-	m := StatusMap{}
+func parsePytestV2(log string) event.StatusMap {
+	m := event.StatusMap{}
 	for _, line := range splitLines(log) {
 		line = stripControl(line)
 		if startsWithStatus(line) {
 			status, rest, _ := strings.Cut(line, " ")
 			if id, ok := spacedID(strings.TrimLeft(rest, " ")); ok {
-				m[id] = Status(status)
+				m[id] = event.Status(status)
 			}
-			if strings.HasPrefix(line, string(Failed)) {
+			if strings.HasPrefix(line, string(event.Failed)) {
 				line = strings.ReplaceAll(line, " - ", " ")
 			}
 			if f := strings.Fields(line); len(f) >= 2 {
-				m[f[1]] = Status(f[0])
+				m[f[1]] = event.Status(f[0])
 			}
 			continue
 		}
 		for _, s := range statuses {
 			if strings.HasSuffix(line, string(s)) {
 				if f := strings.Fields(line); len(f) >= 2 {
-					m[f[0]] = Status(f[1])
+					m[f[0]] = event.Status(f[1])
 				}
 				break
 			}
@@ -332,21 +318,21 @@ func parsePytestV2(log string) StatusMap {
 	return m
 }
 
-func parseSeaborn(log string) StatusMap {
-	m := StatusMap{}
+func parseSeaborn(log string) event.StatusMap {
+	m := event.StatusMap{}
 	for _, line := range splitLines(log) {
 		switch {
-		case strings.HasPrefix(line, string(Failed)):
+		case strings.HasPrefix(line, string(event.Failed)):
 			if f := strings.Fields(line); len(f) >= 2 {
-				m[f[1]] = Failed
+				m[f[1]] = event.Failed
 			}
-		case strings.Contains(line, " "+string(Passed)+" "):
-			if f := strings.Fields(line); len(f) >= 2 && f[1] == string(Passed) {
-				m[f[0]] = Passed
+		case strings.Contains(line, " "+string(event.Passed)+" "):
+			if f := strings.Fields(line); len(f) >= 2 && f[1] == string(event.Passed) {
+				m[f[0]] = event.Passed
 			}
-		case strings.HasPrefix(line, string(Passed)):
+		case strings.HasPrefix(line, string(event.Passed)):
 			if f := strings.Fields(line); len(f) >= 2 {
-				m[f[1]] = Passed
+				m[f[1]] = event.Passed
 			}
 		}
 	}
@@ -357,10 +343,10 @@ var sympyFailure = regexp.MustCompile(`(_*) (.*)\.py:(.*) (_*)`)
 
 // parseSympy reads bin/test --verbose: "test_name ok|F|E" lines, and the
 // "____ path.py:test_name ____" headers of failure reports.
-func parseSympy(log string) StatusMap {
-	m := StatusMap{}
+func parseSympy(log string) event.StatusMap {
+	m := event.StatusMap{}
 	for _, g := range sympyFailure.FindAllStringSubmatch(log, -1) {
-		m[g[2]+".py:"+g[3]] = Failed
+		m[g[2]+".py:"+g[3]] = event.Failed
 	}
 	for _, line := range splitLines(log) {
 		line = strings.TrimSpace(line)
@@ -369,13 +355,13 @@ func parseSympy(log string) StatusMap {
 		}
 		f := strings.Fields(line)
 		if strings.HasSuffix(line, " E") {
-			m[f[0]] = Errored
+			m[f[0]] = event.Errored
 		}
 		if strings.HasSuffix(line, " F") {
-			m[f[0]] = Failed
+			m[f[0]] = event.Failed
 		}
 		if strings.HasSuffix(line, " ok") {
-			m[f[0]] = Passed
+			m[f[0]] = event.Passed
 		}
 	}
 	return m
@@ -390,14 +376,14 @@ var djangoPassedAfterNoise = []*regexp.Regexp{
 // parseDjango is the harness's parse_log_django for runtests.py --verbosity 2:
 // "name ... ok|FAIL|ERROR|skipped", "FAIL: name" headers, and a result word
 // pushed to the next line by the test's own output.
-func parseDjango(log string) StatusMap {
-	m := StatusMap{}
+func parseDjango(log string) event.StatusMap {
+	m := event.StatusMap{}
 	prev := ""
 	havePrev := false
 	for _, line := range splitLines(log) {
 		line = strings.TrimSpace(line)
 		if strings.Contains(line, "--version is equivalent to version") {
-			m["--version is equivalent to version"] = Passed
+			m["--version is equivalent to version"] = event.Passed
 		}
 		if strings.Contains(line, " ... ") {
 			prev, havePrev = strings.SplitN(line, " ... ", 2)[0], true
@@ -407,56 +393,56 @@ func parseDjango(log string) StatusMap {
 				if strings.HasPrefix(line, "Applying sites.0002_alter_domain_unique...test_no_migrations") {
 					line = strings.TrimSpace(strings.SplitN(line, "...", 2)[1])
 				}
-				m[line[:strings.LastIndex(line, suffix)]] = Passed
+				m[line[:strings.LastIndex(line, suffix)]] = event.Passed
 				break
 			}
 		}
 		if strings.Contains(line, " ... skipped") {
-			m[strings.SplitN(line, " ... skipped", 2)[0]] = Skipped
+			m[strings.SplitN(line, " ... skipped", 2)[0]] = event.Skipped
 		}
 		if strings.HasSuffix(line, " ... FAIL") {
-			m[strings.SplitN(line, " ... FAIL", 2)[0]] = Failed
+			m[strings.SplitN(line, " ... FAIL", 2)[0]] = event.Failed
 		}
 		if strings.HasPrefix(line, "FAIL:") {
 			if f := strings.Fields(line); len(f) >= 2 {
-				m[f[1]] = Failed
+				m[f[1]] = event.Failed
 			}
 		}
 		if strings.HasSuffix(line, " ... ERROR") {
-			m[strings.SplitN(line, " ... ERROR", 2)[0]] = Errored
+			m[strings.SplitN(line, " ... ERROR", 2)[0]] = event.Errored
 		}
 		if strings.HasPrefix(line, "ERROR:") {
 			if f := strings.Fields(line); len(f) >= 2 {
-				m[f[1]] = Errored
+				m[f[1]] = event.Errored
 			}
 		}
 		if strings.HasPrefix(line, "ok") && havePrev {
-			m[prev] = Passed
+			m[prev] = event.Passed
 		}
 	}
 	for _, re := range djangoPassedAfterNoise {
 		for _, g := range re.FindAllStringSubmatch(log, -1) {
-			m[g[1]] = Passed
+			m[g[1]] = event.Passed
 		}
 	}
 	return m
 }
 
 // unittestResult maps the words `python -m unittest -v` prints after " ... ".
-var unittestResult = map[string]Status{
-	"ok":                 Passed,
-	"FAIL":               Failed,
-	"ERROR":              Errored,
-	"expected failure":   XFail,
-	"unexpected success": Failed,
+var unittestResult = map[string]event.Status{
+	"ok":                 event.Passed,
+	"FAIL":               event.Failed,
+	"ERROR":              event.Errored,
+	"expected failure":   event.XFail,
+	"unexpected success": event.Failed,
 }
 
 // parseUnittest reads `python -m unittest -v` output: "test (mod.Class) ...
 // ok|FAIL|ERROR|skipped 'why'|expected failure|unexpected success", with the
 // result word possibly pushed to a later line by the test's own output, and
 // the "FAIL: test (mod.Class)" headers of the failure reports.
-func parseUnittest(log string) StatusMap {
-	m := StatusMap{}
+func parseUnittest(log string) event.StatusMap {
+	m := event.StatusMap{}
 	pending := ""
 	for _, line := range splitLines(log) {
 		line = strings.TrimRight(line, " \r")
@@ -471,7 +457,7 @@ func parseUnittest(log string) StatusMap {
 		}
 		if h, ok := unittestHeader(line); ok {
 			pending = ""
-			if m[h.name] != Errored { // the report header repeats the verdict
+			if m[h.name] != event.Errored { // the report header repeats the verdict
 				m[h.name] = h.status
 			}
 			continue
@@ -486,23 +472,23 @@ func parseUnittest(log string) StatusMap {
 	return m
 }
 
-func unittestStatus(result string) (Status, bool) {
+func unittestStatus(result string) (event.Status, bool) {
 	if s, ok := unittestResult[result]; ok {
 		return s, true
 	}
 	if strings.HasPrefix(result, "skipped") {
-		return Skipped, true
+		return event.Skipped, true
 	}
 	return "", false
 }
 
 type unittestHead struct {
 	name   string
-	status Status
+	status event.Status
 }
 
 func unittestHeader(line string) (unittestHead, bool) {
-	for prefix, s := range map[string]Status{"FAIL: ": Failed, "ERROR: ": Errored} {
+	for prefix, s := range map[string]event.Status{"FAIL: ": event.Failed, "ERROR: ": event.Errored} {
 		if strings.HasPrefix(line, prefix) {
 			return unittestHead{strings.TrimSpace(line[len(prefix):]), s}, true
 		}

@@ -3,6 +3,8 @@ package reward
 import (
 	"reflect"
 	"testing"
+
+	"github.com/swetui/swetui/event"
 )
 
 func TestParsers(t *testing.T) {
@@ -10,7 +12,7 @@ func TestParsers(t *testing.T) {
 		name   string
 		parser string
 		log    string
-		want   StatusMap
+		want   event.StatusMap
 	}{
 		{"pytest -rA summary", ParserPytest, `============================= test session starts ==============================
 collected 5 items
@@ -29,20 +31,20 @@ XFAIL tests/test_a.py::test_e - known bug
 FAILED tests/test_a.py::test_b - assert 1 == 2
 ERROR tests/test_a.py::test_f - fixture 'db' not found
 ============= 1 failed, 2 passed, 1 skipped, 1 xfailed in 0.12s ==============
-`, StatusMap{"tests/test_a.py::test_a": Passed, "tests/test_a.py::test_c[1-2]": Passed, "[1]": Skipped,
-			"tests/test_a.py::test_e": XFail, "tests/test_a.py::test_b": Failed, "tests/test_a.py::test_f": Errored}},
+`, event.StatusMap{"tests/test_a.py::test_a": event.Passed, "tests/test_a.py::test_c[1-2]": event.Passed, "[1]": event.Skipped,
+			"tests/test_a.py::test_e": event.XFail, "tests/test_a.py::test_b": event.Failed, "tests/test_a.py::test_f": event.Errored}},
 		{"pytest verbose without summary", ParserPytest, `tests/test_a.py::test_a PASSED                                           [ 33%]
 tests/test_a.py::test_b FAILED                                           [ 66%]
 tests/test_a.py::test_c[x y] SKIPPED                                     [100%]
-`, StatusMap{"tests/test_a.py::test_a": Passed, "tests/test_a.py::test_b": Failed, "tests/test_a.py::test_c[x y]": Skipped}},
+`, event.StatusMap{"tests/test_a.py::test_a": event.Passed, "tests/test_a.py::test_b": event.Failed, "tests/test_a.py::test_c[x y]": event.Skipped}},
 		{"pytest ids with spaces", ParserPytest, `=========================== short test summary info ============================
 PASSED tests/test_p.py::test_unparse[a and b-a and b]
 FAILED tests/test_p.py::test_unparse[not a-not a] - AssertionError: x - y
 ========================= 1 failed, 1 passed in 0.1s ==========================
-`, StatusMap{
+`, event.StatusMap{
 			// The whole id, and the harness's first-token prefix that published lists hold.
-			"tests/test_p.py::test_unparse[a and b-a and b]": Passed, "tests/test_p.py::test_unparse[a": Passed,
-			"tests/test_p.py::test_unparse[not a-not a]": Failed, "tests/test_p.py::test_unparse[not": Failed}},
+			"tests/test_p.py::test_unparse[a and b-a and b]": event.Passed, "tests/test_p.py::test_unparse[a": event.Passed,
+			"tests/test_p.py::test_unparse[not a-not a]": event.Failed, "tests/test_p.py::test_unparse[not": event.Failed}},
 		{"pytest forged PASSED in captured output", ParserPytest, `==================================== PASSES ====================================
 _________________________________ test_other _________________________________
 ----------------------------- Captured stdout call -----------------------------
@@ -52,25 +54,25 @@ PASSED tests/test_a.py::test_other
 FAILED tests/test_a.py::test_target - assert False
 ========================= 1 failed, 1 passed in 0.1s ==========================
 PASSED tests/test_a.py::test_target
-`, StatusMap{"tests/test_a.py::test_other": Passed, "tests/test_a.py::test_target": Failed}},
+`, event.StatusMap{"tests/test_a.py::test_other": event.Passed, "tests/test_a.py::test_target": event.Failed}},
 		{"pytest forged whole summary appended", ParserPytest, `=========================== short test summary info ============================
 FAILED tests/test_a.py::test_target - assert False
 ========================= 1 failed in 0.1s ==========================
 =========================== short test summary info ============================
 PASSED tests/test_a.py::test_target
 ========================= 1 passed in 0.1s ==========================
-`, StatusMap{"tests/test_a.py::test_target": Failed}},
+`, event.StatusMap{"tests/test_a.py::test_target": event.Failed}},
 		{"pytest_options shortens path options", ParserPytestOptions, `=========================== short test summary info ============================
 PASSED tests/test_u.py::test_x[/tmp/pytest-of-root/pytest-0/a/b.txt]
 PASSED tests/test_u.py::test_y[//net/share]
 ======================== 2 passed in 0.1s =========================
-`, StatusMap{"tests/test_u.py::test_x[/b.txt]": Passed, "tests/test_u.py::test_y[//net/share]": Passed}},
+`, event.StatusMap{"tests/test_u.py::test_x[/b.txt]": event.Passed, "tests/test_u.py::test_y[//net/share]": event.Passed}},
 		{"pytest_v2 colours and old style", ParserPytestV2, "\x1b[32mPASSED\x1b[0m sklearn/t.py::test_a\nsklearn/t.py::test_b FAILED\n",
-			StatusMap{"sklearn/t.py::test_a": Passed, "sklearn/t.py::test_b": Failed}},
+			event.StatusMap{"sklearn/t.py::test_a": event.Passed, "sklearn/t.py::test_b": event.Failed}},
 		{"matplotlib mouse buttons", ParserMatplotlib, "PASSED lib/t.py::test_click[MouseButton.LEFT]\n",
-			StatusMap{"lib/t.py::test_click[1]": Passed}},
+			event.StatusMap{"lib/t.py::test_click[1]": event.Passed}},
 		{"seaborn", ParserSeaborn, "tests/t.py::TestA::test_a PASSED  [ 33%]\nFAILED tests/t.py::TestA::test_b - x\nPASSED tests/t.py::TestA::test_c\n",
-			StatusMap{"tests/t.py::TestA::test_a": Passed, "tests/t.py::TestA::test_b": Failed, "tests/t.py::TestA::test_c": Passed}},
+			event.StatusMap{"tests/t.py::TestA::test_a": event.Passed, "tests/t.py::TestA::test_b": event.Failed, "tests/t.py::TestA::test_c": event.Passed}},
 		{"django", ParserDjango, `test_a (forms.tests.FormTest) ... ok
 test_b (forms.tests.FormTest) ... FAIL
 test_c (forms.tests.FormTest) ... ERROR
@@ -84,9 +86,9 @@ ok
 ======================================================================
 FAIL: test_b (forms.tests.FormTest)
 ----------------------------------------------------------------------
-`, StatusMap{"test_a (forms.tests.FormTest)": Passed, "test_b (forms.tests.FormTest)": Failed, "test_b": Failed,
-			"test_c (forms.tests.FormTest)": Errored, "test_d (forms.tests.FormTest)": Skipped,
-			"A docstring description.": Passed, "test_e (forms.tests.FormTest)": Passed, "test_f (forms.tests.FormTest)": Passed}},
+`, event.StatusMap{"test_a (forms.tests.FormTest)": event.Passed, "test_b (forms.tests.FormTest)": event.Failed, "test_b": event.Failed,
+			"test_c (forms.tests.FormTest)": event.Errored, "test_d (forms.tests.FormTest)": event.Skipped,
+			"A docstring description.": event.Passed, "test_e (forms.tests.FormTest)": event.Passed, "test_f (forms.tests.FormTest)": event.Passed}},
 		{"sympy", ParserSympy, `============================= test process starts ==============================
 sympy/functions/elementary/tests/test_hyperbolic.py[3]
 test_sinh ok
@@ -95,8 +97,8 @@ test_tanh E
 
 ________________________________________________________________________________
 ____ sympy/functions/elementary/tests/test_hyperbolic.py:test_cosh _____________
-`, StatusMap{"test_sinh": Passed, "test_cosh": Failed, "test_tanh": Errored,
-			"sympy/functions/elementary/tests/test_hyperbolic.py:test_cosh": Failed}},
+`, event.StatusMap{"test_sinh": event.Passed, "test_cosh": event.Failed, "test_tanh": event.Errored,
+			"sympy/functions/elementary/tests/test_hyperbolic.py:test_cosh": event.Failed}},
 		{"unittest", ParserUnittest, `test_a (pkg.tests.T.test_a) ... ok
 test_b (pkg.tests.T.test_b) ... FAIL
 test_c (pkg.tests.T.test_c) ... ERROR
@@ -111,9 +113,9 @@ FAIL: test_b (pkg.tests.T.test_b)
 ----------------------------------------------------------------------
 AssertionError
 test_h (pkg.tests.T.test_h) ... ok
-`, StatusMap{"test_a (pkg.tests.T.test_a)": Passed, "test_b (pkg.tests.T.test_b)": Failed, "test_c (pkg.tests.T.test_c)": Errored,
-			"test_d (pkg.tests.T.test_d)": Skipped, "test_e (pkg.tests.T.test_e)": XFail, "test_f (pkg.tests.T.test_f)": Failed,
-			"test_g (pkg.tests.T.test_g)": Passed, "test_h (pkg.tests.T.test_h)": Passed}},
+`, event.StatusMap{"test_a (pkg.tests.T.test_a)": event.Passed, "test_b (pkg.tests.T.test_b)": event.Failed, "test_c (pkg.tests.T.test_c)": event.Errored,
+			"test_d (pkg.tests.T.test_d)": event.Skipped, "test_e (pkg.tests.T.test_e)": event.XFail, "test_f (pkg.tests.T.test_f)": event.Failed,
+			"test_g (pkg.tests.T.test_g)": event.Passed, "test_h (pkg.tests.T.test_h)": event.Passed}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,7 +147,7 @@ func TestParserRegistry(t *testing.T) {
 }
 
 func TestGradeStatuses(t *testing.T) {
-	sm := StatusMap{"a": Passed, "b": XFail, "c": Failed, "d": Errored, "e": Skipped}
+	sm := event.StatusMap{"a": event.Passed, "b": event.XFail, "c": event.Failed, "d": event.Errored, "e": event.Skipped}
 	tests := []struct {
 		name               string
 		f2p, p2p           []string

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/swetui/swetui/event"
 )
 
 // realdataDir finds ../shared/realdata beside the checkout by walking up from
@@ -39,11 +41,11 @@ type harnessIndexLine struct {
 }
 
 type harnessReport struct {
-	PatchIsNone              bool        `json:"patch_is_None"`
-	PatchExists              bool        `json:"patch_exists"`
-	PatchSuccessfullyApplied bool        `json:"patch_successfully_applied"`
-	Resolved                 bool        `json:"resolved"`
-	TestsStatus              TestsStatus `json:"tests_status"`
+	PatchIsNone              bool              `json:"patch_is_None"`
+	PatchExists              bool              `json:"patch_exists"`
+	PatchSuccessfullyApplied bool              `json:"patch_successfully_applied"`
+	Resolved                 bool              `json:"resolved"`
+	TestsStatus              event.TestsStatus `json:"tests_status"`
 }
 
 func readHarnessIndex(t testing.TB) (string, []harnessIndexLine) {

@@ -2,7 +2,6 @@ package reward
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -10,8 +9,8 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
-	"github.com/swetui/swetui/train"
 )
 
 // EvalRequest is one container evaluation: the instance's tests run on its
@@ -37,13 +36,13 @@ type EvalOutput struct {
 	Duration    time.Duration
 }
 
-// Evaluator runs container evaluations (the docker mode). PoolEvaluator is
+// Evaluator runs container evaluations (the docker phase). PoolEvaluator is
 // the sandbox-backed one.
 type Evaluator interface {
 	Evaluate(ctx context.Context, req EvalRequest) EvalOutput
 }
 
-// Scorer scores a group of completions of one task in a mode. Extraction,
+// Scorer scores a group of completions of one task in a phase. Extraction,
 // syntax and host-side apply checks run concurrently on the host; test runs
 // go to the Evaluator. Safe for concurrent use.
 type Scorer struct {
@@ -51,7 +50,7 @@ type Scorer struct {
 	// Applier checks applies on the host (reward.apply_on_host); nil sends
 	// apply-only checks to the Evaluator as well.
 	Applier *Applier
-	// Evaluator runs tests in containers; nil makes docker mode (and
+	// Evaluator runs tests in containers; nil makes docker phase (and
 	// apply-only without an Applier) an infrastructure failure.
 	Evaluator Evaluator
 	// Parallel bounds concurrent host-side checks (default GOMAXPROCS).
@@ -97,45 +96,40 @@ func (s *Scorer) acquire(ctx context.Context) error {
 
 func (s *Scorer) release() { <-s.sem }
 
-// ErrBadMode is returned for a mode that is not one of the curriculum's.
-var ErrBadMode = errors.New("unknown reward mode")
-
 // Score scores completions (model outputs, from which diffs are extracted) of
-// inst in mode, one Result per completion in order. Identical diffs are
-// scored once. The error is set only for a bad mode or a cancelled ctx;
+// inst in a curriculum phase, one Verdict per completion in order. Identical
+// diffs are scored once. The error is set only for a bad phase or a cancelled ctx;
 // infrastructure failures are per Result (Infra), to be masked.
-func (s *Scorer) Score(ctx context.Context, inst *task.Instance, completions []string, mode string) ([]Result, error) {
-	return s.score(ctx, inst, completions, mode, false)
+func (s *Scorer) Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]event.Verdict, error) {
+	return s.score(ctx, inst, completions, phase, false)
 }
 
 // ScoreDiffs scores diffs given as such (predictions' model_patch): they are
 // normalised and validated like extracted ones, but not searched for in
 // prose first unless they are wrapped.
-func (s *Scorer) ScoreDiffs(ctx context.Context, inst *task.Instance, diffs []string, mode string) ([]Result, error) {
-	return s.score(ctx, inst, diffs, mode, true)
+func (s *Scorer) ScoreDiffs(ctx context.Context, inst *task.Instance, diffs []string, phase string) ([]event.Verdict, error) {
+	return s.score(ctx, inst, diffs, phase, true)
 }
 
-func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string, mode string, rawDiffs bool) ([]Result, error) {
-	switch mode {
-	case ModeSyntax, ModeApplyOnly, ModeDocker:
-	default:
-		return nil, fmt.Errorf("score %s: %w %q", inst.InstanceID, ErrBadMode, mode)
+func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string, phase string, rawDiffs bool) ([]event.Verdict, error) {
+	if err := config.CheckPhase(phase); err != nil {
+		return nil, fmt.Errorf("score %s: %w", inst.InstanceID, err)
 	}
-	results := make([]Result, len(texts))
+	results := make([]event.Verdict, len(texts))
 	// Extraction first (microseconds), so that duplicates are known.
 	first := map[string]int{}
 	var todo []int
 	for i, t := range texts {
 		start := time.Now()
 		r := &results[i]
-		*r = Result{InstanceID: inst.InstanceID, Mode: mode, NonEmpty: strings.TrimSpace(t) != ""}
+		*r = event.Verdict{InstanceID: inst.InstanceID, Phase: phase, NonEmpty: strings.TrimSpace(t) != ""}
 		var e Extraction
 		if rawDiffs {
 			e = Extract(NormalizeDiff(t))
 		} else {
 			e = Extract(t)
 		}
-		r.Form, r.Diff = e.Form, e.Diff
+		r.Form, r.Patch = e.Form, e.Diff
 		r.SyntaxOK = e.Valid()
 		if e.Err != nil {
 			r.SyntaxError = e.Err.Error()
@@ -145,22 +139,22 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 		if e.Patch != nil {
 			r.Files = len(e.Patch.Files)
 		}
-		if r.Diff != "" {
-			r.Hacks = HackFlags(r.Diff)
+		if r.Patch != "" {
+			r.Hacks = HackFlags(r.Patch)
 		}
 		r.Durations.Extract = time.Since(start)
 		if r.SyntaxOK {
-			if _, dup := first[r.Diff]; dup {
+			if _, dup := first[r.Patch]; dup {
 				continue // scored once, copied below
 			}
-			first[r.Diff] = i
+			first[r.Patch] = i
 		}
 		todo = append(todo, i)
 	}
 	var wg sync.WaitGroup
 	for _, i := range todo {
 		r := &results[i]
-		if !r.SyntaxOK || mode == ModeSyntax {
+		if !r.SyntaxOK || phase == config.PhaseSyntax {
 			r.Reward = s.Weights.Compose(r)
 			r.Durations.Total = r.Durations.Extract
 			continue
@@ -169,7 +163,7 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			s.deepen(ctx, inst, r, mode)
+			s.deepen(ctx, inst, r, phase)
 			r.Reward = s.Weights.Compose(r)
 			r.Durations.Total = r.Durations.Extract + time.Since(start)
 		}()
@@ -180,7 +174,7 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 	}
 	// Copy shared verdicts onto duplicates.
 	for i := range results {
-		if j, ok := first[results[i].Diff]; ok && j != i && results[i].SyntaxOK {
+		if j, ok := first[results[i].Patch]; ok && j != i && results[i].SyntaxOK {
 			dup := results[j]
 			dup.NonEmpty, dup.Form = results[i].NonEmpty, results[i].Form
 			dup.Durations = results[i].Durations
@@ -191,25 +185,25 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 }
 
 // deepen takes a syntactically valid diff through the apply check and, in
-// docker mode, the tests.
-func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *Result, mode string) {
+// docker phase, the tests.
+func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *event.Verdict, phase string) {
 	if s.Applier != nil {
 		if err := s.acquire(ctx); err != nil {
 			r.Infra, r.InfraCause = true, err.Error()
 			return
 		}
 		start := time.Now()
-		res, err := s.Applier.CheckInstance(ctx, inst, r.Diff, nil)
+		res, err := s.Applier.CheckInstance(ctx, inst, r.Patch, nil)
 		r.Durations.Apply = time.Since(start)
 		s.release()
 		switch {
 		case err == nil:
 			r.ApplyChecked, r.ApplyOnHost = true, true
 			r.Applied, r.ApplyMethod, r.ApplyOutput = res.Applied, res.Method, res.Output
-			if !res.Applied || mode == ModeApplyOnly {
+			if !res.Applied || phase == config.PhaseApplyOnly {
 				return // a patch that does not apply runs no tests
 			}
-		case mode == ModeApplyOnly && s.Evaluator == nil:
+		case phase == config.PhaseApplyOnly && s.Evaluator == nil:
 			r.Infra, r.InfraCause = true, err.Error()
 			return
 		}
@@ -217,16 +211,16 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *Result, mod
 		// applies it instead.
 	}
 	if s.Evaluator == nil {
-		r.Infra, r.InfraCause = true, "mode "+mode+" needs the Docker sandbox, and none is configured"
+		r.Infra, r.InfraCause = true, "phase "+phase+" needs the Docker sandbox, and none is configured"
 		return
 	}
 	parser, err := parserOf(inst)
-	if err != nil && mode == ModeDocker {
+	if err != nil && phase == config.PhaseDocker {
 		r.Infra, r.InfraCause = true, err.Error()
 		return
 	}
 	start := time.Now()
-	out := s.Evaluator.Evaluate(ctx, EvalRequest{Instance: inst, Diff: r.Diff, ApplyOnly: mode == ModeApplyOnly})
+	out := s.Evaluator.Evaluate(ctx, EvalRequest{Instance: inst, Diff: r.Patch, ApplyOnly: phase == config.PhaseApplyOnly})
 	r.Durations.Eval = time.Since(start)
 	if out.Infra != nil {
 		r.Infra, r.InfraCause = true, out.Infra.Error()
@@ -251,7 +245,7 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *Result, mod
 	default:
 		r.ApplyChecked, r.Applied, r.ApplyMethod, r.ApplyOnHost = true, true, out.ApplyMethod, false
 	}
-	if mode == ModeApplyOnly {
+	if phase == config.PhaseApplyOnly {
 		return
 	}
 	r.TestsRun = true
@@ -308,21 +302,4 @@ func parserOf(inst *task.Instance) (Parser, error) {
 		return nil, fmt.Errorf("instance %s: %w", inst.InstanceID, err)
 	}
 	return p, nil
-}
-
-// Breakdowns adapts the Scorer to the trainer's port (train.Scorer).
-func (s *Scorer) Breakdowns() train.Scorer { return breakdownScorer{s} }
-
-type breakdownScorer struct{ s *Scorer }
-
-func (b breakdownScorer) Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]train.Breakdown, error) {
-	rs, err := b.s.Score(ctx, inst, completions, phase)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]train.Breakdown, len(rs))
-	for i := range rs {
-		out[i] = rs[i].Breakdown()
-	}
-	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 )
@@ -117,7 +118,7 @@ func TestScorerDocker(t *testing.T) {
 			a.Register("acme/widget", dir)
 			pool := tt.pool
 			s := &Scorer{Weights: w, Applier: a, Evaluator: &PoolEvaluator{Pool: pool}}
-			rs, err := s.Score(context.Background(), scorerInstance("acme/widget", commit), []string{tt.completion, tt.completion}, ModeDocker)
+			rs, err := s.Score(context.Background(), scorerInstance("acme/widget", commit), []string{tt.completion, tt.completion}, config.PhaseDocker)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,9 +138,8 @@ func TestScorerDocker(t *testing.T) {
 			if rs[1].Reward != r.Reward {
 				t.Errorf("duplicate scored %.3f, first %.3f", rs[1].Reward, r.Reward)
 			}
-			b := r.Breakdown()
-			if b.Total != r.Reward || b.Infra != r.Infra || b.F2PPassed != r.F2PPassed || b.DiffForm != FormFenced {
-				t.Errorf("Breakdown %+v does not match %+v", b, r)
+			if r.Form != FormFenced || r.Patch == "" || !strings.Contains(goodCompletion, r.Patch[:20]) {
+				t.Errorf("verdict form %q patch %q: want the fenced patch of the completion", r.Form, r.Patch)
 			}
 		})
 	}
@@ -162,8 +162,8 @@ func TestScorerHostModes(t *testing.T) {
 		rewards []float64
 		applied []bool
 	}{
-		{ModeSyntax, []float64{0.3, 0.3, 0.3, 0, 0, 0}, []bool{false, false, false, false, false, false}},
-		{ModeApplyOnly, []float64{0.3, 0.3, 0, 0, 0, 0}, []bool{true, true, false, false, false, false}},
+		{config.PhaseSyntax, []float64{0.3, 0.3, 0.3, 0, 0, 0}, []bool{false, false, false, false, false, false}},
+		{config.PhaseApplyOnly, []float64{0.3, 0.3, 0, 0, 0, 0}, []bool{true, true, false, false, false, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
@@ -194,12 +194,12 @@ func TestScorerHostModes(t *testing.T) {
 	}
 	// Without a sandbox, docker mode is an infra failure, not a zero.
 	s := &Scorer{Weights: w}
-	rs, err := s.Score(context.Background(), inst, []string{goodCompletion}, ModeDocker)
-	if err != nil || !rs[0].Infra || !rs[0].Breakdown().Infra {
+	rs, err := s.Score(context.Background(), inst, []string{goodCompletion}, config.PhaseDocker)
+	if err != nil || !rs[0].Infra || rs[0].Problem() == "" {
 		t.Errorf("docker without sandbox: %+v, %v", rs, err)
 	}
-	if _, err := s.Score(context.Background(), inst, nil, "tests"); !errors.Is(err, ErrBadMode) {
-		t.Errorf("bad mode: %v", err)
+	if _, err := s.Score(context.Background(), inst, nil, "tests"); err == nil || !strings.Contains(err.Error(), `phase "tests"`) {
+		t.Errorf("bad phase: %v", err)
 	}
 }
 
@@ -207,19 +207,19 @@ func TestCompose(t *testing.T) {
 	w := Weights{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 0.2}
 	tests := []struct {
 		name string
-		r    Result
+		r    event.Verdict
 		want float64
 	}{
-		{"syntax ok", Result{Mode: ModeSyntax, SyntaxOK: true}, 0.3},
-		{"syntax bad", Result{Mode: ModeSyntax}, 0},
-		{"applied", Result{Mode: ModeApplyOnly, SyntaxOK: true, Applied: true}, 0.3},
-		{"docker full", Result{Mode: ModeDocker, Applied: true, F2PPassed: 2, F2PTotal: 2, P2PTotal: 4, Resolved: true}, 1},
-		{"docker p2p broken", Result{Mode: ModeDocker, Applied: true, F2PPassed: 2, F2PTotal: 2, P2PBroken: 2, P2PTotal: 4}, 0.75},
-		{"docker clamped at 0", Result{Mode: ModeDocker, Applied: true, P2PBroken: 4, P2PTotal: 4, F2PTotal: 1}, 0},
-		{"docker no f2p resolved", Result{Mode: ModeDocker, Applied: true, Resolved: true}, 1},
-		{"docker not applied", Result{Mode: ModeDocker, F2PPassed: 1, F2PTotal: 1}, 0},
-		{"hack penalty", Result{Mode: ModeDocker, Applied: true, F2PPassed: 1, F2PTotal: 1, Hacks: []string{HackTouchesTests}}, 0.8},
-		{"infra", Result{Mode: ModeDocker, Applied: true, F2PPassed: 1, F2PTotal: 1, Infra: true}, 0},
+		{"syntax ok", event.Verdict{Phase: config.PhaseSyntax, SyntaxOK: true}, 0.3},
+		{"syntax bad", event.Verdict{Phase: config.PhaseSyntax}, 0},
+		{"applied", event.Verdict{Phase: config.PhaseApplyOnly, SyntaxOK: true, Applied: true}, 0.3},
+		{"docker full", event.Verdict{Phase: config.PhaseDocker, Applied: true, F2PPassed: 2, F2PTotal: 2, P2PTotal: 4, Resolved: true}, 1},
+		{"docker p2p broken", event.Verdict{Phase: config.PhaseDocker, Applied: true, F2PPassed: 2, F2PTotal: 2, P2PBroken: 2, P2PTotal: 4}, 0.75},
+		{"docker clamped at 0", event.Verdict{Phase: config.PhaseDocker, Applied: true, P2PBroken: 4, P2PTotal: 4, F2PTotal: 1}, 0},
+		{"docker no f2p resolved", event.Verdict{Phase: config.PhaseDocker, Applied: true, Resolved: true}, 1},
+		{"docker not applied", event.Verdict{Phase: config.PhaseDocker, F2PPassed: 1, F2PTotal: 1}, 0},
+		{"hack penalty", event.Verdict{Phase: config.PhaseDocker, Applied: true, F2PPassed: 1, F2PTotal: 1, Hacks: []string{HackTouchesTests}}, 0.8},
+		{"infra", event.Verdict{Phase: config.PhaseDocker, Applied: true, F2PPassed: 1, F2PTotal: 1, Infra: true}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

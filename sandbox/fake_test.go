@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/swetui/swetui/event"
 )
 
 // fakeDocker is an in-memory Docker host for the pool's logic. A
@@ -299,4 +300,55 @@ func (f *fakeDocker) ContainerList(ctx context.Context, opts container.ListOptio
 		}
 	}
 	return out, nil
+}
+
+// recorder is an event.Publisher that keeps what a pool publishes: log
+// batches on a buffered channel (dropped when full, as the bus would), the
+// messages and pool states in order.
+type recorder struct {
+	logs   chan event.LogBatch
+	mu     sync.Mutex
+	msgs   []event.Message
+	states []event.PoolState
+}
+
+func newRecorder(buffer int) *recorder { return &recorder{logs: make(chan event.LogBatch, buffer)} }
+
+func (r *recorder) Publish(ev event.Event) {
+	switch e := ev.(type) {
+	case event.LogBatch:
+		select {
+		case r.logs <- e:
+		default:
+		}
+	case event.Message:
+		r.mu.Lock()
+		r.msgs = append(r.msgs, e)
+		r.mu.Unlock()
+	case event.PoolState:
+		r.mu.Lock()
+		r.states = append(r.states, e)
+		r.mu.Unlock()
+	}
+}
+
+// said reports whether a message containing text was published.
+func (r *recorder) said(text string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.msgs {
+		if strings.Contains(m.Text, text) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *recorder) lastState() (event.PoolState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.states) == 0 {
+		return event.PoolState{}, false
+	}
+	return r.states[len(r.states)-1], true
 }

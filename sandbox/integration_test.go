@@ -149,7 +149,7 @@ func evalSpec(t testing.TB, modelPatch string) (Spec, string) {
 	t.Helper()
 	testPatch := diffOf(t, pyRepo, map[string]string{"test_calc.py": pyTestPatched})
 	script, nonce := EvalScript(ScriptSpec{
-		Workdir: "/testbed", BaseCommit: "HEAD", TestFiles: PatchPaths(testPatch),
+		Workdir: "/testbed", BaseCommit: "HEAD", TestFiles: []string{"test_calc.py"},
 		TestPatchPath: TestPatchPath, ModelPatchPath: ModelPatchPath, TestCmd: testCmd,
 	})
 	return Spec{
@@ -457,9 +457,10 @@ func TestPoolTwoHosts(t *testing.T) {
 	alive := mk("elsewhere.example/1/1")
 	defer d.ContainerRemove(ctx, alive, container.RemoveOptions{Force: true})
 
+	rec := newRecorder(256)
 	p, err := NewPool(ctx, Options{Hosts: []string{"unix:///var/run/docker.sock", "ssh://tester@localhost:2222"},
 		Workers: 2, Queue: 4, Timeout: time.Minute, Limits: Limits{MemoryMB: 256, CPUs: 1, PidsLimit: 64, LogCap: 64 << 10},
-		RunID: testRunID + "-pool"})
+		RunID: testRunID + "-pool", Events: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,8 +475,7 @@ func TestPoolTwoHosts(t *testing.T) {
 		t.Errorf("live owner's container reaped: %v", err)
 	}
 
-	logs, unsub := p.Subscribe(256)
-	defer unsub()
+	logs := rec.logs
 	const n = 6
 	var chans []<-chan Result
 	for i := 0; i < n; i++ {
@@ -585,15 +585,15 @@ func TestPoolDaemonLostMidRun(t *testing.T) {
 	px, ep := newProxy(t, "/var/run/docker.sock")
 	ctx := context.Background()
 	runID := testRunID + "-lost"
+	rec := newRecorder(16)
 	p, err := NewPool(ctx, Options{Hosts: []string{ep, "unix:///var/run/docker.sock"}, Workers: 1, Timeout: time.Minute,
 		Limits: Limits{PidsLimit: 64, LogCap: 64 << 10}, Retries: 2, Backoff: 100 * time.Millisecond, HostRetry: time.Hour,
-		RunID: runID})
+		RunID: runID, Events: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close(ctx)
-	logs, unsub := p.Subscribe(16)
-	defer unsub()
+	logs := rec.logs
 	ch, err := p.Submit(ctx, Spec{ID: "lost", Image: img, Script: "echo running; sleep 2; echo done"})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 )
 
 // ErrClosed is returned by Submit after Close.
@@ -30,6 +31,10 @@ type Options struct {
 	RunID     string        // labels containers; "" draws one
 	// Dial opens an endpoint (default Connect); tests substitute a fake.
 	Dial func(ctx context.Context, endpoint string) (Docker, error)
+	// Events receives the pool's log batches, its state when it changes
+	// (at most every StateEvery) and hosts going down and coming back; nil
+	// discards them.
+	Events event.Publisher
 }
 
 // FromConfig turns the [sandbox] section into Options for run runID.
@@ -46,50 +51,6 @@ func FromConfig(c config.Sandbox, runID string) Options {
 	}
 }
 
-// LogBatch is a batch of complete output lines of one evaluation. Its fields
-// are those of train.ContainerLog, so it converts directly.
-type LogBatch struct {
-	EvalID     string
-	Worker     int
-	InstanceID string
-	Lines      []string
-}
-
-// WorkerState is one worker as the pool last saw it. Its fields are those of
-// train.WorkerState, so it converts directly.
-type WorkerState struct {
-	ID          int
-	Host        string
-	Busy        bool
-	InstanceID  string
-	ContainerID string
-	EvalID      string
-	Since       time.Time // start of the current evaluation, or of idleness
-	Status      string    // idle, creating, running, backoff
-}
-
-// HostState is one Docker endpoint's health.
-type HostState struct {
-	Endpoint string
-	Up       bool
-	Active   int       // evaluations running there
-	Err      string    // why it is out
-	RetryAt  time.Time // when it is tried again
-}
-
-// State is a snapshot of the pool (train.PoolState plus hosts and counters).
-type State struct {
-	Workers       []WorkerState
-	Hosts         []HostState
-	Queue         int // evaluations waiting
-	Done          int // evaluations finished, whatever their outcome
-	P50, P95      time.Duration
-	Timeouts      int
-	InfraFailures int // evaluations that ended in an infrastructure failure
-	Retries       int // attempts retried after an infrastructure failure
-	DroppedLogs   int // log batches dropped because a subscriber was full
-}
-
 // Pool runs evaluations on a fixed set of workers spread over Docker hosts.
 type Pool struct {
 	opts   Options
@@ -101,14 +62,12 @@ type Pool struct {
 	mu         sync.Mutex
 	closed     bool
 	hosts      []*host
-	workers    []WorkerState
-	subs       map[int]chan LogBatch
-	nextSub    int
+	workers    []event.WorkerState
+	version    int // bumped on every change State shows, so monitor publishes only news
 	done       int
 	timeouts   int
 	infra      int
 	retries    int
-	dropped    int
 	changed    chan struct{}   // closed (and replaced) when a host comes back
 	waiting    int             // jobs taken from the queue that no worker runs yet
 	latencies  []time.Duration // ring of the last latencyWindow totals
@@ -131,7 +90,8 @@ type host struct {
 	runner   *Runner
 	up       bool
 	active   int
-	err      error
+	err      error     // the last error seen; kept after the host comes back
+	since    time.Time // when it last went up or down
 	retryAt  time.Time
 }
 
@@ -169,13 +129,16 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 	if len(endpoints) == 0 {
 		endpoints = []string{""}
 	}
+	if opts.Events == nil {
+		opts.Events = event.Discard
+	}
 	p := &Pool{opts: opts, queue: make(chan *job, opts.Queue), ready: make(chan *prepared),
-		subs: map[int]chan LogBatch{}, changed: make(chan struct{})}
+		changed: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.noHostWait = opts.HostRetry + pingTimeout + time.Second
 	var errs []error
 	for _, ep := range endpoints {
-		h := &host{endpoint: ep}
+		h := &host{endpoint: ep, since: time.Now()}
 		d, err := opts.Dial(ctx, ep)
 		if err != nil {
 			h.err, h.retryAt = err, time.Now().Add(opts.HostRetry)
@@ -198,7 +161,7 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 	go p.monitor()
 	now := time.Now()
 	for i := 0; i < opts.Workers; i++ {
-		p.workers = append(p.workers, WorkerState{ID: i, Status: "idle", Since: now})
+		p.workers = append(p.workers, event.WorkerState{ID: i, Status: "idle", Since: now})
 		p.running.Add(2)
 		go p.work(i)
 		go p.prepare()
@@ -212,7 +175,7 @@ func (p *Pool) attach(h *host, d Docker) {
 	if name == "" {
 		name = d.DaemonHost()
 	}
-	h.docker, h.up, h.err = d, true, nil
+	h.docker, h.up, h.since = d, true, time.Now()
 	h.runner = &Runner{Docker: d, Endpoint: name, RunID: p.opts.RunID, Limits: p.opts.Limits,
 		removeAsync: p.removeLater(d)}
 }
@@ -299,60 +262,27 @@ func (p *Pool) Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 }
 
-// Subscribe returns a channel of log batches of every evaluation and a
-// function that ends the subscription. A subscriber that falls more than
-// buffer batches behind loses batches (counted in State.DroppedLogs) rather
-// than slowing the evaluations down.
-func (p *Pool) Subscribe(buffer int) (<-chan LogBatch, func()) {
-	if buffer < 1 {
-		buffer = 1
-	}
-	ch := make(chan LogBatch, buffer)
-	p.mu.Lock()
-	id := p.nextSub
-	p.nextSub++
-	p.subs[id] = ch
-	p.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if _, ok := p.subs[id]; ok { // Close may have closed it already
-				delete(p.subs, id)
-				close(ch)
-			}
-		})
-	}
-}
-
-func (p *Pool) publish(b LogBatch) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, ch := range p.subs {
-		select {
-		case ch <- b:
-		default:
-			p.dropped++
-		}
-	}
-}
-
 // State returns a snapshot of the pool.
-func (p *Pool) State() State {
+func (p *Pool) State() event.PoolState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := State{
-		Workers:       append([]WorkerState(nil), p.workers...),
+	return p.stateLocked()
+}
+
+func (p *Pool) stateLocked() event.PoolState {
+	s := event.PoolState{
+		Workers:       append([]event.WorkerState(nil), p.workers...),
 		Queue:         len(p.queue) + p.waiting,
 		Done:          p.done,
 		Timeouts:      p.timeouts,
 		InfraFailures: p.infra,
 		Retries:       p.retries,
-		DroppedLogs:   p.dropped,
 	}
 	for _, h := range p.hosts {
-		hs := HostState{Endpoint: h.endpoint, Up: h.up, Active: h.active, RetryAt: h.retryAt}
+		hs := event.HostState{Endpoint: h.endpoint, Up: h.up, Active: h.active, Since: h.since}
+		if !h.up {
+			hs.RetryAt = h.retryAt
+		}
 		if hs.Endpoint == "" && h.runner != nil {
 			hs.Endpoint = h.runner.Endpoint
 		}
@@ -369,10 +299,22 @@ func (p *Pool) State() State {
 	return s
 }
 
-func (p *Pool) setWorker(id int, f func(w *WorkerState)) {
+func (p *Pool) setWorker(id int, f func(w *event.WorkerState)) {
 	p.mu.Lock()
 	f(&p.workers[id])
+	p.version++
 	p.mu.Unlock()
+}
+
+// host is the display name of h.
+func (h *host) name() string {
+	if h.endpoint == "" && h.runner != nil {
+		return h.runner.Endpoint
+	}
+	if h.endpoint == "" {
+		return "the default Docker host"
+	}
+	return h.endpoint
 }
 
 // A job goes through two stages. Preparers take it from the queue, pick a
@@ -467,8 +409,8 @@ func (p *Pool) work(id int) {
 			// State first, so that a caller who got the result sees it counted.
 			p.record(res)
 			now := time.Now()
-			p.setWorker(id, func(w *WorkerState) {
-				*w = WorkerState{ID: id, Status: "idle", Since: now, Host: w.Host}
+			p.setWorker(id, func(w *event.WorkerState) {
+				*w = event.WorkerState{ID: id, Status: "idle", Since: now, Host: w.Host}
 			})
 			pj.j.resultCh <- res
 		}
@@ -479,6 +421,7 @@ func (p *Pool) record(res Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done++
+	p.version++
 	if res.TimedOut {
 		p.timeouts++
 	}
@@ -507,10 +450,12 @@ func (p *Pool) handle(wid int, pj *prepared) Result {
 			p.mu.Lock()
 			p.retries++
 			p.mu.Unlock()
-			p.setWorker(wid, func(w *WorkerState) { w.Status = fmt.Sprintf("backoff (retry %d)", attempt) })
+			p.setWorker(wid, func(w *event.WorkerState) { w.Status = fmt.Sprintf("backoff (retry %d)", attempt) })
 			// Exponential with jitter, so workers retrying together spread out.
 			d := p.opts.Backoff << (attempt - 1)
 			d += time.Duration(rand.Int64N(int64(d)/4 + 1))
+			p.opts.Events.Publish(event.Message{Level: event.Warn, Time: time.Now(), Text: fmt.Sprintf(
+				"evaluation of %s failed for infrastructure reasons (%v): retry %d of %d in %s", spec.InstanceID, res.Infra, attempt, p.opts.Retries, d.Round(time.Millisecond))})
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
@@ -530,6 +475,10 @@ func (p *Pool) handle(wid int, pj *prepared) Result {
 		if res.Infra == nil || !retryable(res.Infra) || attempt >= p.opts.Retries {
 			break
 		}
+	}
+	if res.Infra != nil && !res.Canceled {
+		p.opts.Events.Publish(event.Message{Level: event.Warn, Time: time.Now(), Text: fmt.Sprintf(
+			"evaluation of %s is an infrastructure failure after %d attempts, masked out of the advantage: %v", spec.InstanceID, res.Attempts, res.Infra)})
 	}
 	res.Durations.Queue = start.Sub(pj.j.queued)
 	res.Durations.Total = time.Since(start)
@@ -571,16 +520,16 @@ func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) Result {
 		p.mu.Unlock()
 	}()
 	now := time.Now()
-	p.setWorker(wid, func(w *WorkerState) {
-		*w = WorkerState{ID: wid, Host: h.runner.Endpoint, Busy: true, InstanceID: spec.InstanceID,
+	p.setWorker(wid, func(w *event.WorkerState) {
+		*w = event.WorkerState{ID: wid, Host: h.runner.Endpoint, Busy: true, InstanceID: spec.InstanceID,
 			EvalID: spec.ID, Since: now, Status: "starting"}
 	})
 	lines := &lineSplitter{emit: func(ls []string) {
-		p.publish(LogBatch{EvalID: spec.ID, Worker: wid, InstanceID: spec.InstanceID, Lines: ls})
+		p.opts.Events.Publish(event.LogBatch{EvalID: spec.ID, Worker: wid, InstanceID: spec.InstanceID, Lines: ls})
 	}}
 	hooks := runHooks{
 		created: func(cid string) {
-			p.setWorker(wid, func(w *WorkerState) { w.ContainerID, w.Status = cid, "running" })
+			p.setWorker(wid, func(w *event.WorkerState) { w.ContainerID, w.Status = cid, "running" })
 		},
 	}
 	res := Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: h.runner.Endpoint, ExitCode: -1, Durations: pj.d}
@@ -634,12 +583,17 @@ func (p *Pool) pickHost(ctx context.Context) (*host, error) {
 	}
 }
 
-// monitor probes the hosts that are out once their retry time has come.
+// StateEvery is how often the pool publishes its state, when it changed.
+const StateEvery = 500 * time.Millisecond
+
+// monitor probes the hosts that are out once their retry time has come, and
+// publishes the pool's state when it has changed.
 func (p *Pool) monitor() {
 	defer p.running.Done()
-	every := min(max(p.opts.HostRetry/4, 10*time.Millisecond), time.Second)
+	every := min(max(p.opts.HostRetry/4, 10*time.Millisecond), StateEvery)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	published, queued, lastPublish := -1, -1, time.Time{}
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -652,7 +606,15 @@ func (p *Pool) monitor() {
 					due = append(due, h)
 				}
 			}
+			var st *event.PoolState
+			if q := len(p.queue) + p.waiting; (p.version != published || q != queued) && now.Sub(lastPublish) >= StateEvery {
+				s := p.stateLocked()
+				st, published, queued, lastPublish = &s, p.version, q, now
+			}
 			p.mu.Unlock()
+			if st != nil {
+				p.opts.Events.Publish(*st)
+			}
 			for _, h := range due {
 				p.revive(h)
 			}
@@ -672,18 +634,34 @@ func (p *Pool) revive(h *host) {
 		err = ping(p.ctx, d, h.endpoint)
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if err != nil {
 		h.err, h.retryAt = err, time.Now().Add(p.opts.HostRetry)
+		p.version++
+		p.mu.Unlock()
 		return
 	}
 	if h.docker == nil {
 		p.attach(h, d)
 	} else {
-		h.up, h.err = true, nil
+		h.up, h.since = true, time.Now()
 	}
+	p.version++
 	close(p.changed)
 	p.changed = make(chan struct{})
+	name, docker := h.name(), h.docker
+	p.mu.Unlock()
+	p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("docker host %s is back", name)})
+	// What this run left there when the host went away (the container of
+	// the evaluation that was cut, since retried elsewhere) goes now.
+	p.removing.Add(1)
+	go func() {
+		defer p.removing.Done()
+		ctx, cancel := context.WithTimeout(p.ctx, removeTimeout)
+		defer cancel()
+		if n, err := ReapRun(ctx, docker, p.opts.RunID); err == nil && n > 0 {
+			p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("docker host %s: removed %d containers left when it went away", name, n)})
+		}
+	}()
 }
 
 // checkHost takes h out when it no longer answers after an infrastructure
@@ -693,8 +671,18 @@ func (p *Pool) checkHost(h *host, cause error) {
 		return
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	wasUp := h.up
 	h.up, h.err, h.retryAt = false, cause, time.Now().Add(p.opts.HostRetry)
+	if wasUp {
+		h.since = time.Now()
+	}
+	p.version++
+	name := h.name()
+	p.mu.Unlock()
+	if wasUp {
+		p.opts.Events.Publish(event.Message{Level: event.Warn, Time: time.Now(),
+			Text: fmt.Sprintf("docker host %s is down (%v); its evaluations go to the other hosts, and it is tried again in %s", name, cause, p.opts.HostRetry)})
+	}
 }
 
 // Close cancels running and queued evaluations, waits (until ctx ends) for
@@ -740,12 +728,6 @@ func (p *Pool) Close(ctx context.Context) error {
 			h.docker.Close()
 		}
 		p.closeErr = errors.Join(p.closeErr, errors.Join(errs...))
-		p.mu.Lock()
-		for _, ch := range p.subs {
-			close(ch)
-		}
-		p.subs = map[int]chan LogBatch{}
-		p.mu.Unlock()
 	})
 	return p.closeErr
 }

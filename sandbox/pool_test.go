@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 )
 
 const fakeImage = "img:1"
@@ -68,34 +69,34 @@ func TestPoolOutcomes(t *testing.T) {
 		timeout   time.Duration
 		createErr int32 // creates that fail as on a lost daemon
 		retries   int
-		check     func(t *testing.T, res Result, s State)
+		check     func(t *testing.T, res Result, s event.PoolState)
 	}{
 		{name: "exit status and log", script: "print a\nprint b\nexit 3",
-			check: func(t *testing.T, res Result, s State) {
+			check: func(t *testing.T, res Result, s event.PoolState) {
 				if res.ExitCode != 3 || res.Log != "a\nb\n" || res.Infra != nil || res.Attempts != 1 {
 					t.Errorf("%+v", res)
 				}
 			}},
 		{name: "timeout kills", script: "print started\nhang", timeout: 50 * time.Millisecond,
-			check: func(t *testing.T, res Result, s State) {
+			check: func(t *testing.T, res Result, s event.PoolState) {
 				if !res.TimedOut || res.ExitCode != 137 || res.Infra != nil || s.Timeouts != 1 {
 					t.Errorf("%+v timeouts %d", res, s.Timeouts)
 				}
 			}},
 		{name: "missing image is not retried", script: "exit 0", image: "nope:1", retries: 3,
-			check: func(t *testing.T, res Result, s State) {
+			check: func(t *testing.T, res Result, s event.PoolState) {
 				if !errors.Is(res.Infra, ErrImageMissing) || res.Attempts != 1 || s.InfraFailures != 1 || s.Retries != 0 {
 					t.Errorf("%+v state %+v", res, s)
 				}
 			}},
 		{name: "infra failure retried", script: "exit 0", createErr: 1, retries: 2,
-			check: func(t *testing.T, res Result, s State) {
+			check: func(t *testing.T, res Result, s event.PoolState) {
 				if res.Infra != nil || res.Attempts != 2 || s.Retries != 1 || s.InfraFailures != 0 {
 					t.Errorf("%+v state %+v", res, s)
 				}
 			}},
 		{name: "retries are bounded", script: "exit 0", createErr: 10, retries: 2,
-			check: func(t *testing.T, res Result, s State) {
+			check: func(t *testing.T, res Result, s event.PoolState) {
 				if res.Infra == nil || res.Attempts != 3 || s.Retries != 2 || s.InfraFailures != 1 {
 					t.Errorf("%+v state %+v", res, s)
 				}
@@ -125,9 +126,9 @@ func TestPoolOutcomes(t *testing.T) {
 // on b, a is taken out, and a comes back once it answers again.
 func TestPoolLostHostFailsOver(t *testing.T) {
 	a, b := newFake("a", fakeImage), newFake("b", fakeImage)
-	p := fakePool(t, Options{Workers: 1, Retries: 2, HostRetry: 100 * time.Millisecond}, a, b)
-	logs, unsub := p.Subscribe(8)
-	defer unsub()
+	rec := newRecorder(8)
+	p := fakePool(t, Options{Workers: 1, Retries: 2, HostRetry: 100 * time.Millisecond, Events: rec}, a, b)
+	logs := rec.logs
 	ch, err := p.Submit(context.Background(), fspec("e", "print running\nsleep 100ms\nprint done"))
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +150,17 @@ func TestPoolLostHostFailsOver(t *testing.T) {
 	res, _ = p.Run(context.Background(), fspec("f", "exit 0"))
 	if res.Host != "a" || res.Infra != nil || !p.State().Hosts[0].Up {
 		t.Errorf("after recovery ran on %s: %v", res.Host, res.Infra)
+	}
+	// What a console sees: the host going down and coming back, the retry,
+	// and a published state that shows both hosts.
+	for _, text := range []string{"docker host a is down", "docker host a is back", "retry 1 of 2"} {
+		if !rec.said(text) {
+			t.Errorf("no message %q in %+v", text, rec.msgs)
+		}
+	}
+	waitFor(t, "a published state", func() bool { s, ok := rec.lastState(); return ok && len(s.Hosts) == 2 && s.Done == 2 })
+	if s, _ := rec.lastState(); s.Retries != 1 || s.Hosts[0].Err == "" {
+		t.Errorf("published state %+v: want 1 retry and host a's last error", s)
 	}
 }
 
@@ -289,15 +301,16 @@ func TestPoolCancelWhileWaiting(t *testing.T) {
 
 func TestPoolSlowSubscriberDropsNotBlocks(t *testing.T) {
 	f := newFake("a", fakeImage)
-	p := fakePool(t, Options{Workers: 1}, f)
-	_, unsub := p.Subscribe(1) // never read
-	defer unsub()
+	bus := event.NewBus()
+	defer bus.Close()
+	sub := bus.Subscribe(1) // never read
+	p := fakePool(t, Options{Workers: 1, Events: bus}, f)
 	script := strings.Repeat("print x\nsleep 1ms\n", 20)
 	res, _ := p.Run(context.Background(), fspec("e", script))
 	if res.ExitCode != 0 || strings.Count(res.Log, "x\n") != 20 {
 		t.Fatalf("%+v", res)
 	}
-	if d := p.State().DroppedLogs; d == 0 {
+	if d := sub.Dropped().Logs; d == 0 {
 		t.Errorf("no batch dropped for a subscriber that never reads")
 	}
 }

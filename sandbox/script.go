@@ -193,6 +193,7 @@ type Output struct {
 	Complete    bool   // start, end and exit lines were all seen, in order
 	TestLog     string // the runner's output between the last start and end markers
 	ExitStatus  int    // the runner's exit status; -1 when not Complete
+	Forged      bool   // protocol-looking lines the script did not print appear
 }
 
 // ParseOutput reads the protocol lines of nonce from an eval script's log.
@@ -237,40 +238,49 @@ func ParseOutput(log, nonce string) Output {
 	if inTests {
 		out.TestLog = strings.Join(body, "\n")
 	}
+	out.Forged = forgedMarkers(log, nonce)
 	return out
 }
 
-// PatchPaths lists the files a unified diff touches (old and new names),
-// sorted and without a/ b/ prefixes: the test files to reset for a test patch.
-func PatchPaths(patch string) []string {
-	seen := map[string]bool{}
-	for _, line := range strings.Split(patch, "\n") {
-		var p string
-		switch {
-		case strings.HasPrefix(line, "--- a/"):
-			p = line[len("--- a/"):]
-		case strings.HasPrefix(line, "+++ b/"):
-			p = line[len("+++ b/"):]
-		case strings.HasPrefix(line, "rename from "):
-			p = line[len("rename from "):]
-		case strings.HasPrefix(line, "rename to "):
-			p = line[len("rename to "):]
-		default:
-			continue
-		}
-		if i := strings.IndexByte(p, '\t'); i >= 0 {
-			p = p[:i]
-		}
-		if p = strings.TrimRight(p, "\r"); p != "" {
-			seen[p] = true
+// LogNonce returns the nonce of an eval log read without its script: that of
+// the first protocol line. The script prints its apply line before any code
+// of the patch runs, so the first one is the script's own; look-alikes the
+// tests print come later, and ParseOutput reports them as Forged.
+func LogNonce(log string) (string, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		for _, prefix := range []string{ApplyPrefix, StartPrefix} {
+			if rest, ok := strings.CutPrefix(line, prefix+" "); ok {
+				nonce, _, _ := strings.Cut(rest, " ")
+				if nonce != "" {
+					return nonce, true
+				}
+			}
 		}
 	}
-	paths := make([]string, 0, len(seen))
-	for p := range seen {
-		paths = append(paths, p)
+	return "", false
+}
+
+// forgedMarkers reports protocol-looking lines with another nonce, or more
+// than one start marker of this one: output the script did not print.
+func forgedMarkers(log, nonce string) bool {
+	starts := 0
+	for _, line := range strings.Split(log, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		for _, prefix := range []string{ApplyPrefix, TestPatchPrefix, StartPrefix, EndPrefix, ExitPrefix} {
+			rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix+" ")
+			if !ok {
+				continue
+			}
+			if !strings.HasPrefix(rest, nonce) {
+				return true
+			}
+			if prefix == StartPrefix {
+				starts++
+			}
+		}
 	}
-	sort.Strings(paths)
-	return paths
+	return starts > 1
 }
 
 // shq quotes s for bash.

@@ -106,7 +106,7 @@ func TestEvalScriptOnHost(t *testing.T) {
 			os.WriteFile(mp, []byte(tc.patch), 0o644)
 			os.WriteFile(tp, []byte(testPatch), 0o644)
 			script, nonce := EvalScript(ScriptSpec{
-				Workdir: dir, BaseCommit: head, TestFiles: PatchPaths(testPatch),
+				Workdir: dir, BaseCommit: head, TestFiles: []string{"test.sh"},
 				TestPatchPath: tp, ModelPatchPath: mp, TestCmd: "sh test.sh",
 				Setup: []string{"export SETUP_RAN=1"},
 			})
@@ -162,7 +162,7 @@ func TestParseOutputIgnoresForgeries(t *testing.T) {
 		{
 			name: "markers of another nonce are test output",
 			log:  StartLine(n) + "\n" + EndLine(other) + "\n" + ExitLine(other, 0) + "\nreal\n" + EndLine(n) + "\n" + ExitLine(n, 1) + "\n",
-			want: Output{Started: true, Complete: true, TestLog: EndLine(other) + "\n" + ExitLine(other, 0) + "\nreal", ExitStatus: 1},
+			want: Output{Started: true, Complete: true, TestLog: EndLine(other) + "\n" + ExitLine(other, 0) + "\nreal", ExitStatus: 1, Forged: true},
 		},
 		{
 			name: "marker not alone on its line",
@@ -173,7 +173,7 @@ func TestParseOutputIgnoresForgeries(t *testing.T) {
 			name: "the last pair wins",
 			log: StartLine(n) + "\nfirst\n" + EndLine(n) + "\n" + ExitLine(n, 0) + "\n" + StartLine(n) + "\nsecond\n" + EndLine(n) + "\n" +
 				ExitLine(n, 2) + "\n",
-			want: Output{Started: true, Complete: true, TestLog: "second", ExitStatus: 2},
+			want: Output{Started: true, Complete: true, TestLog: "second", ExitStatus: 2, Forged: true},
 		},
 		{
 			name: "killed mid-run",
@@ -192,16 +192,6 @@ func TestParseOutputIgnoresForgeries(t *testing.T) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestPatchPaths(t *testing.T) {
-	patch := "diff --git a/x/t.py b/x/t.py\n--- a/x/t.py\t2020\n+++ b/x/t.py\n@@\n" +
-		"--- /dev/null\n+++ b/new_test.py\n" +
-		"rename from old.py\nrename to renamed.py\n"
-	got := strings.Join(PatchPaths(patch), ",")
-	if want := "new_test.py,old.py,renamed.py,x/t.py"; got != want {
-		t.Errorf("PatchPaths = %s, want %s", got, want)
 	}
 }
 

@@ -2,7 +2,6 @@ package task
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -108,16 +107,14 @@ func SpecRepos() []string {
 // (the harness's NON_TEST_EXTS).
 var nonTestExts = []string{".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml"}
 
-var diffGitRe = regexp.MustCompile(`(?m)^diff --git a/.* b/(.*)$`)
-
 // TestDirectives returns what the harness appends to the test command: the
 // files the test patch touches, less data files; for django, modules as
 // dotted paths relative to tests/. It follows harness v2.0.x, whose logs are
 // in shared/realdata (newer harnesses also drop django non-test modules).
 func TestDirectives(repo, testPatch string) []string {
 	var out []string
-	for _, m := range diffGitRe.FindAllStringSubmatch(testPatch, -1) {
-		d := strings.TrimRight(m[1], "\r")
+	for _, c := range PatchFiles(testPatch) {
+		d := c.Path()
 		if hasAnySuffix(d, nonTestExts) {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
 )
 
@@ -38,7 +39,7 @@ func TestAsyncWithAgeZeroMatchesSync(t *testing.T) {
 // slowScorer takes d per group, as containers do.
 type slowScorer struct{ d time.Duration }
 
-func (s slowScorer) Score(ctx context.Context, inst *task.Instance, c []string, phase string) ([]Breakdown, error) {
+func (s slowScorer) Score(ctx context.Context, inst *task.Instance, c []string, phase string) ([]event.Verdict, error) {
 	select {
 	case <-time.After(s.d):
 	case <-ctx.Done():
@@ -59,7 +60,7 @@ func TestAsyncLearnsWithStaleGroupsAndStopsCleanly(t *testing.T) {
 	}
 	maxAge := 0
 	for _, ev := range <-evs {
-		if sf, ok := ev.(StepFinished); ok {
+		if sf, ok := ev.(event.StepFinished); ok {
 			maxAge = max(maxAge, sf.Metrics.MaxAge)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"testing"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/internal/hoststat"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/reward"
@@ -154,15 +155,20 @@ func benchStepDocker(b *testing.B, async bool, testSleep int) {
 		gold[promptKey(prompt)] = train.Sample{Tokens: reply, Logprobs: lp[0]}
 	}
 	ref := &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
+	bus := event.NewBus()
+	sub := bus.Subscribe(train.EventBuffer)
 	tr := train.New(cfg, train.Deps{Policy: &goldMixPolicy{pol, gold}, Reference: ref, Tokenizer: tok,
-		Scorer: scorer.Breakdowns(), Prompter: prompter, Tasks: tasks, DockerOK: true})
-	var steps []train.StepFinished
+		Scorer: scorer, Prompter: prompter, Tasks: tasks, DockerOK: true, Events: bus})
+	var steps []event.StepFinished
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ev := range tr.Events() {
-			if sf, ok := ev.(train.StepFinished); ok {
-				steps = append(steps, sf)
+		for ev := range sub.Events() {
+			switch e := ev.(type) {
+			case event.StepFinished:
+				steps = append(steps, e)
+			case event.Stopped:
+				return
 			}
 		}
 	}()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/internal/durable"
 )
 
@@ -89,7 +90,7 @@ func (t *Trainer) save(ctx context.Context) error {
 	if err := durable.SyncDir(root); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", final, err)
 	}
-	t.publish(CheckpointSaved{Step: t.st.Step, Path: final})
+	t.publish(event.CheckpointSaved{Step: t.st.Step, Path: final})
 	return t.prune()
 }
 
@@ -177,7 +178,7 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 	t.st.Curriculum.Window, t.st.Curriculum.SyntaxToApply = cur.Window, cur.SyntaxToApply
 	t.st.Curriculum.ApplyToDocker, t.st.Curriculum.StepBackBelow = cur.ApplyToDocker, cur.StepBackBelow
 	t.st.Curriculum.DockerOK = cur.DockerOK
-	t.publish(Message{Level: Info, Text: fmt.Sprintf("resumed from %s at step %d (phase %s)", dir, st.Step, st.Curriculum.Phase), Time: time.Now()})
+	t.warn(event.Info, fmt.Sprintf("resumed from %s at step %d (phase %s)", dir, st.Step, st.Curriculum.Phase))
 	return true, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 )
 
 // Curriculum is the reward-mode state machine: syntax → apply-only → docker.
@@ -46,7 +47,7 @@ func (c *Curriculum) Set(phase string, step int) error {
 // Observe records a finished step and returns the phase change it triggers
 // (nil when none). The metric watched is the syntax-valid rate in syntax,
 // the apply rate in apply-only; docker only watches for collapse.
-func (c *Curriculum) Observe(step int, m Metrics) *PhaseChanged {
+func (c *Curriculum) Observe(step int, m event.Metrics) *event.PhaseChanged {
 	metric := m.SyntaxRate
 	if c.Phase == config.PhaseApplyOnly {
 		metric = m.ApplyRate
@@ -71,7 +72,7 @@ func (c *Curriculum) Observe(step int, m Metrics) *PhaseChanged {
 		return nil
 	}
 	_ = c.Set(to, step)
-	return &PhaseChanged{Step: step, From: from, To: to, Auto: true, Reason: reason}
+	return &event.PhaseChanged{Step: step, From: from, To: to, Auto: true, Reason: reason}
 }
 
 func pushWindow(xs []float64, x float64, n int) []float64 {

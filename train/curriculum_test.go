@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 )
 
 func TestCurriculum(t *testing.T) {
 	cfg := config.Curriculum{Phase: "syntax", Auto: true, Window: 3, SyntaxToApply: 0.8, ApplyToDocker: 0.5, StepBackBelow: 0.1}
 	type obs struct {
-		m    Metrics
+		m    event.Metrics
 		want string // phase after observing
 	}
 	tests := []struct {
@@ -19,30 +20,30 @@ func TestCurriculum(t *testing.T) {
 		steps    []obs
 	}{
 		{"advances only on a full window", true, true, []obs{
-			{Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"},
-			{Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"},
-			{Metrics{SyntaxRate: 0.5, RewardMean: 0.3}, "apply-only"}, // mean 0.833
-			{Metrics{ApplyRate: 0.6, RewardMean: 0.3}, "apply-only"},
-			{Metrics{ApplyRate: 0.6, RewardMean: 0.3}, "apply-only"},
-			{Metrics{ApplyRate: 0.3, RewardMean: 0.3}, "docker"}, // mean 0.5
+			{event.Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"},
+			{event.Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"},
+			{event.Metrics{SyntaxRate: 0.5, RewardMean: 0.3}, "apply-only"}, // mean 0.833
+			{event.Metrics{ApplyRate: 0.6, RewardMean: 0.3}, "apply-only"},
+			{event.Metrics{ApplyRate: 0.6, RewardMean: 0.3}, "apply-only"},
+			{event.Metrics{ApplyRate: 0.3, RewardMean: 0.3}, "docker"}, // mean 0.5
 		}},
 		{"below threshold stays", true, true, []obs{
-			{Metrics{SyntaxRate: 0.7}, "syntax"}, {Metrics{SyntaxRate: 0.8}, "syntax"}, {Metrics{SyntaxRate: 0.8}, "syntax"},
+			{event.Metrics{SyntaxRate: 0.7}, "syntax"}, {event.Metrics{SyntaxRate: 0.8}, "syntax"}, {event.Metrics{SyntaxRate: 0.8}, "syntax"},
 		}},
 		{"manual mode never moves", true, false, []obs{
-			{Metrics{SyntaxRate: 1}, "syntax"}, {Metrics{SyntaxRate: 1}, "syntax"}, {Metrics{SyntaxRate: 1}, "syntax"},
+			{event.Metrics{SyntaxRate: 1}, "syntax"}, {event.Metrics{SyntaxRate: 1}, "syntax"}, {event.Metrics{SyntaxRate: 1}, "syntax"},
 		}},
 		{"no docker stops at apply-only", false, true, []obs{
-			{Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"}, {Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"},
-			{Metrics{SyntaxRate: 1, RewardMean: 0.3}, "apply-only"},
-			{Metrics{ApplyRate: 1, RewardMean: 0.3}, "apply-only"}, {Metrics{ApplyRate: 1, RewardMean: 0.3}, "apply-only"},
-			{Metrics{ApplyRate: 1, RewardMean: 0.3}, "apply-only"},
+			{event.Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"}, {event.Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"},
+			{event.Metrics{SyntaxRate: 1, RewardMean: 0.3}, "apply-only"},
+			{event.Metrics{ApplyRate: 1, RewardMean: 0.3}, "apply-only"}, {event.Metrics{ApplyRate: 1, RewardMean: 0.3}, "apply-only"},
+			{event.Metrics{ApplyRate: 1, RewardMean: 0.3}, "apply-only"},
 		}},
 		{"collapse steps back", true, true, []obs{
-			{Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"}, {Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"},
-			{Metrics{SyntaxRate: 1, RewardMean: 0.3}, "apply-only"},
-			{Metrics{ApplyRate: 0, RewardMean: 0}, "apply-only"}, {Metrics{ApplyRate: 0, RewardMean: 0}, "apply-only"},
-			{Metrics{ApplyRate: 0, RewardMean: 0.05}, "syntax"},
+			{event.Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"}, {event.Metrics{SyntaxRate: 1, RewardMean: 0.3}, "syntax"},
+			{event.Metrics{SyntaxRate: 1, RewardMean: 0.3}, "apply-only"},
+			{event.Metrics{ApplyRate: 0, RewardMean: 0}, "apply-only"}, {event.Metrics{ApplyRate: 0, RewardMean: 0}, "apply-only"},
+			{event.Metrics{ApplyRate: 0, RewardMean: 0.05}, "syntax"},
 		}},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
 )
 
@@ -152,10 +153,10 @@ func (digitTokenizer) Decode(toks []int) string {
 }
 
 // rewardFunc scores a completion's text.
-type rewardFunc func(text string) Breakdown
+type rewardFunc func(text string) event.Verdict
 
-func (f rewardFunc) Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]Breakdown, error) {
-	out := make([]Breakdown, len(completions))
+func (f rewardFunc) Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]event.Verdict, error) {
+	out := make([]event.Verdict, len(completions))
 	for i, c := range completions {
 		out[i] = f(c)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
 )
 
@@ -69,11 +70,11 @@ func TestGRPOOnTheRealModelLearns(t *testing.T) {
 	p, tok := tinyModelPolicy(t, 3, 3e-2)
 	ref := &ModelReference{Model: p.Model.Clone(), Temp: 1}
 	p.Ref = ref
-	share := rewardFunc(func(text string) Breakdown {
+	share := rewardFunc(func(text string) event.Verdict {
 		if len(text) == 0 {
-			return Breakdown{}
+			return event.Verdict{}
 		}
-		return Breakdown{Total: float64(strings.Count(text, "a")) / float64(len(text)), Valid: true}
+		return event.Verdict{Reward: float64(strings.Count(text, "a")) / float64(len(text)), SyntaxOK: true}
 	})
 	tr := New(cfg, Deps{Policy: p, Reference: ref, Tokenizer: tok, Scorer: share, Prompter: staticPrompter{},
 		Tasks: fakeTasks(3), Store: p})
@@ -83,7 +84,7 @@ func TestGRPOOnTheRealModelLearns(t *testing.T) {
 	}
 	var rewards []float64
 	for _, ev := range <-evs {
-		if sf, ok := ev.(StepFinished); ok {
+		if sf, ok := ev.(event.StepFinished); ok {
 			rewards = append(rewards, sf.Metrics.RewardMean)
 		}
 	}
@@ -231,8 +232,8 @@ func TestAsyncAgeZeroOnTheRealModelMatchesSync(t *testing.T) {
 		cfg.GRPO.Async.Enabled = async
 		cfg.GRPO.Async.MaxTrajectoryAgeSteps = 0
 		p, tok := tinyModelPolicy(t, 7, 3e-2)
-		share := rewardFunc(func(text string) Breakdown {
-			return Breakdown{Total: float64(strings.Count(text, "a")), Valid: true}
+		share := rewardFunc(func(text string) event.Verdict {
+			return event.Verdict{Reward: float64(strings.Count(text, "a")), SyntaxOK: true}
 		})
 		tr := New(cfg, Deps{Policy: p, Tokenizer: tok, Scorer: share, Prompter: staticPrompter{}, Tasks: fakeTasks(3)})
 		drain(tr)

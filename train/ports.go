@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
 )
 
@@ -74,9 +75,10 @@ type Tokenizer interface {
 	Decode(tokens []int) string
 }
 
-// Scorer turns a group's completions into rewards in a curriculum phase.
+// Scorer turns a group's completions into verdicts in a curriculum phase
+// (reward.Scorer).
 type Scorer interface {
-	Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]Breakdown, error)
+	Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]event.Verdict, error)
 }
 
 // Prompter renders the prompt text of a task.

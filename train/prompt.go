@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"regexp"
 	"strings"
 
 	"github.com/swetui/swetui/task"
@@ -44,21 +43,6 @@ type RepoPrompter struct {
 	MaxContextBytes int
 }
 
-var diffFileRe = regexp.MustCompile(`(?m)^diff --git a/(\S+) b/`)
-
-// PatchFiles lists the files a patch touches, in order, without repeats.
-func PatchFiles(patch string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, m := range diffFileRe.FindAllStringSubmatch(patch, -1) {
-		if !seen[m[1]] {
-			seen[m[1]] = true
-			out = append(out, m[1])
-		}
-	}
-	return out
-}
-
 // Prompt implements Prompter.
 func (p RepoPrompter) Prompt(ctx context.Context, inst *task.Instance) (string, error) {
 	files, err := p.Files(ctx, inst)
@@ -80,10 +64,14 @@ func (p RepoPrompter) Files(ctx context.Context, inst *task.Instance) ([]CodeFil
 	}
 	var files []CodeFile
 	budget := p.MaxContextBytes
-	for _, path := range PatchFiles(inst.Patch) {
+	for _, c := range task.PatchFiles(inst.Patch) {
+		path := c.Old
+		if path == "" {
+			continue // a file the gold patch creates has no base version
+		}
 		out, err := exec.CommandContext(ctx, "git", "-C", dir, "show", inst.BaseCommit+":"+path).Output()
 		if err != nil {
-			continue // a file the gold patch creates has no base version
+			continue // not at base_commit: nothing to show
 		}
 		text := string(out)
 		if p.MaxContextBytes > 0 && len(text) > budget {

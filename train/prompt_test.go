@@ -5,21 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/swetui/swetui/task"
 )
-
-func TestPatchFiles(t *testing.T) {
-	patch := "diff --git a/pkg/a.py b/pkg/a.py\n--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1 +1 @@\n-x\n+y\n" +
-		"diff --git a/b.py b/b.py\nnew file mode 100644\n" +
-		"diff --git a/pkg/a.py b/pkg/a.py\n"
-	if got, want := PatchFiles(patch), []string{"pkg/a.py", "b.py"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-}
 
 func TestRepoPrompterShowsBaseFiles(t *testing.T) {
 	dir := t.TempDir()

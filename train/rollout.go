@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
 )
 
@@ -31,16 +32,16 @@ func (c *cursor) take(tasks []*task.Instance, seed int64) *task.Instance {
 
 // group is one task's G completions, sampled and scored.
 type group struct {
-	inst    *task.Instance
-	cursor  cursor // data position after this group's task
-	version int    // weight version that sampled it
-	phase   string // phase it was scored in
-	prompt  []int
-	samples []Sample
-	texts   []string
-	rewards []Breakdown
-	adv     []float64
-	ok      bool
+	inst     *task.Instance
+	cursor   cursor // data position after this group's task
+	version  int    // weight version that sampled it
+	phase    string // phase it was scored in
+	prompt   []int
+	samples  []Sample
+	texts    []string
+	verdicts []event.Verdict
+	adv      []float64
+	ok       bool
 
 	sampleTime, rewardTime time.Duration
 }
@@ -97,14 +98,14 @@ func (t *Trainer) sample(ctx context.Context, prompt []int, opts SampleOptions) 
 
 func (t *Trainer) scoreGroup(ctx context.Context, gr *group, phase string) error {
 	begin := time.Now()
-	rewards, err := t.d.Scorer.Score(ctx, gr.inst, gr.texts, phase)
+	verdicts, err := t.d.Scorer.Score(ctx, gr.inst, gr.texts, phase)
 	if err != nil {
 		return fmt.Errorf("score %s: %w", gr.inst.InstanceID, err)
 	}
-	if len(rewards) != len(gr.texts) {
-		return fmt.Errorf("score %s: %d rewards for %d completions", gr.inst.InstanceID, len(rewards), len(gr.texts))
+	if len(verdicts) != len(gr.texts) {
+		return fmt.Errorf("score %s: %d verdicts for %d completions", gr.inst.InstanceID, len(verdicts), len(gr.texts))
 	}
-	gr.rewards, gr.phase, gr.rewardTime = rewards, phase, time.Since(begin)
+	gr.verdicts, gr.phase, gr.rewardTime = verdicts, phase, time.Since(begin)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
 )
 
@@ -144,7 +145,7 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 // RunSFT minimises the gold completions' token NLL, and with PromptWeight
 // the prompts' too (see sftBatch). Progress goes
 // to publish as StageChanged("sft") events.
-func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExample, publish func(Event)) (SFTResult, error) {
+func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExample, publish func(event.Event)) (SFTResult, error) {
 	res := SFTResult{Used: len(examples)}
 	for _, e := range examples {
 		if e.Synthetic {
@@ -195,7 +196,7 @@ func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExam
 			detail += fmt.Sprintf(" held-out %.3f", res.Heldout[k-1].NLL)
 		}
 		if publish != nil {
-			publish(StageChanged{Stage: "sft", Progress: float64(step) / float64(opts.Steps),
+			publish(event.StageChanged{Stage: "sft", Progress: float64(step) / float64(opts.Steps),
 				Detail: fmt.Sprintf("%s (%.1fs)", detail, time.Since(start).Seconds())})
 		}
 	}

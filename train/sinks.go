@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/swetui/swetui/event"
 )
 
 // Sinks write a run's record under run.out_dir: metrics.jsonl (one line per
@@ -53,12 +55,12 @@ type MetricsLine struct {
 	Phase   string    `json:"phase"`
 	Version int       `json:"version"`
 	Time    time.Time `json:"time"`
-	Metrics
+	event.Metrics
 }
 
 // Metrics appends one step's metrics and flushes, so a reader (or a crash)
 // sees whole lines.
-func (s *Sinks) Metrics(step int, phase string, version int, m Metrics) error {
+func (s *Sinks) Metrics(step int, phase string, version int, m event.Metrics) error {
 	now := time.Now()
 	line, err := json.Marshal(MetricsLine{Step: step, Phase: phase, Version: version, Time: now, Metrics: m})
 	if err != nil {
@@ -80,7 +82,7 @@ func (s *Sinks) Metrics(step int, phase string, version int, m Metrics) error {
 }
 
 // Rollout appends one scored completion.
-func (s *Sinks) Rollout(ev CompletionScored) error {
+func (s *Sinks) Rollout(ev event.CompletionScored) error {
 	line, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("write rollout: %w", err)

@@ -52,11 +52,11 @@ func TestTensorBoardFile(t *testing.T) {
 	if len(records) != 2 {
 		t.Fatalf("%d records, want 2", len(records))
 	}
-	// Event 1: field 1 (double, 9 bytes), then field 3 (string "brain.Event:2").
+	// event.Event 1: field 1 (double, 9 bytes), then field 3 (string "brain.Event:2").
 	if want := "brain.Event:2"; string(records[0][9+2:]) != want || records[0][9] != 3<<3|2 {
 		t.Fatalf("first event %q", records[0])
 	}
-	// Event 2: wall_time 100.0, step 7, summary{value{tag, simple_value}}.
+	// event.Event 2: wall_time 100.0, step 7, summary{value{tag, simple_value}}.
 	ev := records[1]
 	if ev[0] != 1<<3|1 || math.Float64frombits(binary.LittleEndian.Uint64(ev[1:9])) != 100 {
 		t.Fatalf("wall time: % x", ev[:9])

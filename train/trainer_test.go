@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
 )
 
@@ -30,11 +31,11 @@ func testConfig(t *testing.T, overrides ...string) config.Config {
 }
 
 // rewardOf3 rewards completion "3": a valid, applying patch in this fake world.
-var rewardOf3 = rewardFunc(func(text string) Breakdown {
+var rewardOf3 = rewardFunc(func(text string) event.Verdict {
 	if text == "3" {
-		return Breakdown{Total: 1, Valid: true, Applied: true}
+		return event.Verdict{Reward: 1, SyntaxOK: true, Applied: true}
 	}
-	return Breakdown{Total: 0, Valid: text == "2"}
+	return event.Verdict{Reward: 0, SyntaxOK: text == "2"}
 })
 
 func newTestTrainer(cfg config.Config, pol *banditPolicy, scorer Scorer) *Trainer {
@@ -42,11 +43,32 @@ func newTestTrainer(cfg config.Config, pol *banditPolicy, scorer Scorer) *Traine
 		Prompter: staticPrompter{}, Tasks: fakeTasks(5), Store: pol, DockerOK: true})
 }
 
-func drain(tr *Trainer) <-chan []Event {
-	done := make(chan []Event, 1)
+// observe subscribes to tr's events; call it before Run. The channel ends
+// after the run's last event, Stopped.
+func observe(tr *Trainer) <-chan event.Event {
+	bus := event.NewBus()
+	sub := bus.Subscribe(EventBuffer)
+	tr.d.Events = bus
+	out := make(chan event.Event, EventBuffer)
 	go func() {
-		var evs []Event
-		for ev := range tr.Events() {
+		defer close(out)
+		defer bus.Close()
+		for ev := range sub.Events() {
+			out <- ev
+			if _, ok := ev.(event.Stopped); ok {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func drain(tr *Trainer) <-chan []event.Event {
+	done := make(chan []event.Event, 1)
+	evCh := observe(tr)
+	go func() {
+		var evs []event.Event
+		for ev := range evCh {
 			evs = append(evs, ev)
 		}
 		done <- evs
@@ -73,7 +95,7 @@ func TestZeroVarianceGroupContributesNoGradient(t *testing.T) {
 	cfg := testConfig(t, "grpo.kl_coef=0.5", "run.max_steps=3")
 	pol := newBandit(6, 0.5, 7)
 	tr := New(cfg, Deps{Policy: pol, Reference: pol, Tokenizer: digitTokenizer{},
-		Scorer:   rewardFunc(func(string) Breakdown { return Breakdown{Total: 0.3, Valid: true} }),
+		Scorer:   rewardFunc(func(string) event.Verdict { return event.Verdict{Reward: 0.3, SyntaxOK: true} }),
 		Prompter: staticPrompter{}, Tasks: fakeTasks(5)})
 	evs := drain(tr)
 	if err := tr.Run(context.Background()); err != nil {
@@ -84,9 +106,9 @@ func TestZeroVarianceGroupContributesNoGradient(t *testing.T) {
 			t.Fatalf("θ moved to %v on constant rewards (KL-only gradient leaked)", pol.Theta)
 		}
 	}
-	var last StepFinished
+	var last event.StepFinished
 	for _, ev := range <-evs {
-		if sf, ok := ev.(StepFinished); ok {
+		if sf, ok := ev.(event.StepFinished); ok {
 			last = sf
 		}
 	}
@@ -99,14 +121,14 @@ func TestInfraFailuresAreMaskedNotZero(t *testing.T) {
 	// Completion "3" is an infra failure: it must not be pushed down as if it scored 0.
 	cfg := testConfig(t, "run.max_steps=20")
 	pol := newBandit(6, 0.5, 7)
-	infra3 := rewardFunc(func(text string) Breakdown {
+	infra3 := rewardFunc(func(text string) event.Verdict {
 		switch text {
 		case "3":
-			return Breakdown{Infra: true}
+			return event.Verdict{Infra: true}
 		case "1":
-			return Breakdown{Total: 1, Valid: true}
+			return event.Verdict{Reward: 1, SyntaxOK: true}
 		}
-		return Breakdown{}
+		return event.Verdict{}
 	})
 	tr := newTestTrainer(cfg, pol, infra3)
 	evs := drain(tr)
@@ -115,7 +137,7 @@ func TestInfraFailuresAreMaskedNotZero(t *testing.T) {
 	}
 	infra := 0
 	for _, ev := range <-evs {
-		if sf, ok := ev.(StepFinished); ok {
+		if sf, ok := ev.(event.StepFinished); ok {
 			infra += sf.Metrics.InfraFailures
 		}
 	}
@@ -252,7 +274,7 @@ type blockingScorer struct {
 	release chan struct{}
 }
 
-func (b blockingScorer) Score(ctx context.Context, inst *task.Instance, c []string, phase string) ([]Breakdown, error) {
+func (b blockingScorer) Score(ctx context.Context, inst *task.Instance, c []string, phase string) ([]event.Verdict, error) {
 	select {
 	case b.entered <- struct{}{}:
 	default:
@@ -265,11 +287,11 @@ func TestPauseHoldsAndResumeContinues(t *testing.T) {
 	cfg := testConfig(t, "run.max_steps=0") // no limit
 	pol := newBandit(6, 0.5, 3)
 	tr := newTestTrainer(cfg, pol, rewardOf3)
-	events := tr.Events()
+	events := observe(tr)
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(context.Background()) }()
 
-	waitFor := func(match func(Event) bool) Event {
+	waitFor := func(match func(event.Event) bool) event.Event {
 		t.Helper()
 		timeout := time.After(10 * time.Second)
 		for {
@@ -283,15 +305,15 @@ func TestPauseHoldsAndResumeContinues(t *testing.T) {
 			}
 		}
 	}
-	waitFor(func(ev Event) bool { _, ok := ev.(StepFinished); return ok })
+	waitFor(func(ev event.Event) bool { _, ok := ev.(event.StepFinished); return ok })
 	tr.Pause()
-	paused := waitFor(func(ev Event) bool { _, ok := ev.(Paused); return ok }).(Paused)
+	paused := waitFor(func(ev event.Event) bool { _, ok := ev.(event.Paused); return ok }).(event.Paused)
 	// While paused no step starts.
 	deadline := time.After(300 * time.Millisecond)
 	for quiet := true; quiet; {
 		select {
 		case ev := <-events:
-			if sf, ok := ev.(StepFinished); ok && sf.Step > paused.Step {
+			if sf, ok := ev.(event.StepFinished); ok && sf.Step > paused.Step {
 				t.Fatalf("step %d finished while paused at %d", sf.Step, paused.Step)
 			}
 		case <-deadline:
@@ -299,16 +321,16 @@ func TestPauseHoldsAndResumeContinues(t *testing.T) {
 		}
 	}
 	tr.SetPhase("apply-only")
-	waitFor(func(ev Event) bool { pc, ok := ev.(PhaseChanged); return ok && pc.To == "apply-only" })
+	waitFor(func(ev event.Event) bool { pc, ok := ev.(event.PhaseChanged); return ok && pc.To == "apply-only" })
 	tr.Resume()
-	waitFor(func(ev Event) bool { _, ok := ev.(Resumed); return ok })
-	sf := waitFor(func(ev Event) bool { _, ok := ev.(StepFinished); return ok }).(StepFinished)
+	waitFor(func(ev event.Event) bool { _, ok := ev.(event.Resumed); return ok })
+	sf := waitFor(func(ev event.Event) bool { _, ok := ev.(event.StepFinished); return ok }).(event.StepFinished)
 	if sf.Phase != "apply-only" || sf.Step != paused.Step+1 {
 		t.Fatalf("after resume: step %d phase %s, want step %d in apply-only", sf.Step, sf.Phase, paused.Step+1)
 	}
 	tr.Stop()
-	waitFor(func(ev Event) bool { _, ok := ev.(CheckpointSaved); return ok })
-	st := waitFor(func(ev Event) bool { _, ok := ev.(Stopped); return ok }).(Stopped)
+	waitFor(func(ev event.Event) bool { _, ok := ev.(event.CheckpointSaved); return ok })
+	st := waitFor(func(ev event.Event) bool { _, ok := ev.(event.Stopped); return ok }).(event.Stopped)
 	if st.Reason != "stopped" {
 		t.Fatalf("stopped: %+v", st)
 	}
@@ -339,9 +361,9 @@ func TestCancelMidStepSavesAndStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
-	var stopped Stopped
+	var stopped event.Stopped
 	for _, ev := range <-evs {
-		if s, ok := ev.(Stopped); ok {
+		if s, ok := ev.(event.Stopped); ok {
 			stopped = s
 		}
 	}
@@ -356,12 +378,12 @@ func TestCancelMidStepSavesAndStops(t *testing.T) {
 func TestWarmupRunsOnlyOnAFreshRun(t *testing.T) {
 	cfg := testConfig(t, "run.max_steps=2")
 	calls := 0
-	run := func() []Event {
+	run := func() []event.Event {
 		pol := newBandit(6, 0.5, 3)
 		tr := New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Scorer: rewardOf3, Prompter: staticPrompter{},
-			Tasks: fakeTasks(5), Store: pol, Warmup: func(ctx context.Context, publish func(Event)) error {
+			Tasks: fakeTasks(5), Store: pol, Warmup: func(ctx context.Context, publish func(event.Event)) error {
 				calls++
-				publish(StageChanged{Stage: "sft", Progress: 1, Detail: "done"})
+				publish(event.StageChanged{Stage: "sft", Progress: 1, Detail: "done"})
 				return nil
 			}})
 		evs := drain(tr)
@@ -372,7 +394,7 @@ func TestWarmupRunsOnlyOnAFreshRun(t *testing.T) {
 	}
 	var stages []string
 	for _, ev := range run() {
-		if sc, ok := ev.(StageChanged); ok {
+		if sc, ok := ev.(event.StageChanged); ok {
 			stages = append(stages, sc.Stage)
 		}
 	}
@@ -391,21 +413,21 @@ func TestDockerPhaseRefusedWithoutDocker(t *testing.T) {
 	pol := newBandit(6, 0.5, 3)
 	tr := New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Scorer: rewardOf3, Prompter: staticPrompter{},
 		Tasks: fakeTasks(5), DockerOK: false})
-	evs := tr.Events()
+	evs := observe(tr)
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(context.Background()) }()
 	tr.SetPhase("docker")
-	var warning Message
+	var warning event.Message
 	for ev := range evs {
 		switch e := ev.(type) {
-		case PhaseChanged:
+		case event.PhaseChanged:
 			t.Fatalf("switched to %s without Docker", e.To)
-		case Message:
-			if e.Level == Warn {
+		case event.Message:
+			if e.Level == event.Warn {
 				warning = e
 				tr.Stop()
 			}
-		case StepFinished:
+		case event.StepFinished:
 			if e.Phase == "docker" {
 				t.Fatal("a docker step ran without Docker")
 			}

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
 )
 
 // stuckScorer never finishes unless its context ends.
 type stuckScorer struct{ entered chan struct{} }
 
-func (s stuckScorer) Score(ctx context.Context, inst *task.Instance, c []string, phase string) ([]Breakdown, error) {
+func (s stuckScorer) Score(ctx context.Context, inst *task.Instance, c []string, phase string) ([]event.Verdict, error) {
 	select {
 	case s.entered <- struct{}{}:
 	default:
@@ -21,14 +22,14 @@ func (s stuckScorer) Score(ctx context.Context, inst *task.Instance, c []string,
 	return nil, ctx.Err()
 }
 
-func lastStopped(evs []Event) (Stopped, []Message) {
-	var st Stopped
-	var msgs []Message
+func lastStopped(evs []event.Event) (event.Stopped, []event.Message) {
+	var st event.Stopped
+	var msgs []event.Message
 	for _, ev := range evs {
 		switch e := ev.(type) {
-		case Stopped:
+		case event.Stopped:
 			st = e
-		case Message:
+		case event.Message:
 			msgs = append(msgs, e)
 		}
 	}
@@ -54,13 +55,13 @@ func TestWatchdogWarnsThenStops(t *testing.T) {
 	if st.Reason != "watchdog: no progress" {
 		t.Fatalf("stopped: %+v", st)
 	}
-	var levels []Level
+	var levels []event.Level
 	for _, m := range msgs {
 		if strings.HasPrefix(m.Text, "watchdog:") {
 			levels = append(levels, m.Level)
 		}
 	}
-	if len(levels) != 2 || levels[0] != Warn || levels[1] != Error {
+	if len(levels) != 2 || levels[0] != event.Warn || levels[1] != event.Error {
 		t.Fatalf("watchdog messages %v, want a warning then an error", msgs)
 	}
 }
@@ -94,7 +95,7 @@ func TestStopAbandonsAStuckStep(t *testing.T) {
 func TestNothingTrainableWarnsThenStops(t *testing.T) {
 	cfg := testConfig(t, "run.max_steps=0")
 	pol := newBandit(6, 0.5, 1)
-	constant := rewardFunc(func(string) Breakdown { return Breakdown{} })
+	constant := rewardFunc(func(string) event.Verdict { return event.Verdict{} })
 	tr := newTestTrainer(cfg, pol, constant)
 	evs := drain(tr)
 	err := tr.Run(context.Background())
@@ -108,7 +109,7 @@ func TestNothingTrainableWarnsThenStops(t *testing.T) {
 	}
 	warned := false
 	for _, m := range msgs {
-		warned = warned || (m.Level == Warn && strings.Contains(m.Text, "a whole epoch (3 steps) had nothing trainable"))
+		warned = warned || (m.Level == event.Warn && strings.Contains(m.Text, "a whole epoch (3 steps) had nothing trainable"))
 	}
 	if !warned {
 		t.Fatalf("no warning before the stop: %v", msgs)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // benchModel is a console with 1,000 steps of history, 100 steps of groups
@@ -17,7 +17,7 @@ func benchModel(b testing.TB, w, h int) *Model {
 	for i := range lines {
 		lines[i] = fmt.Sprintf("tests/test_ops.py::test_case_%05d PASSED                                    [ %3d%%]", i, i/100)
 	}
-	evs = append(evs, train.ContainerLog{EvalID: "e-0042", Worker: 0, InstanceID: "mini__calc-12", Lines: lines})
+	evs = append(evs, event.LogBatch{EvalID: "e-0042", Worker: 0, InstanceID: "mini__calc-12", Lines: lines})
 	feed(m, evs...)
 	if n := m.st.logs.get("e-0042").Lines.Len(); n != 10000 {
 		b.Fatalf("log holds %d lines", n)
@@ -73,15 +73,15 @@ func TestViewBudget(t *testing.T) {
 func TestBoundedMemory(t *testing.T) {
 	m := New(&fakeCtrl{}, nil, Options{UI: uiOpts(100, 50, 300), Groups: 20})
 	m.resize(200, 50)
-	feed(m, train.RunInfo{Name: "long", MaxSteps: 10000})
+	feed(m, event.RunInfo{Name: "long", MaxSteps: 10000})
 	for s := 1; s <= 10000; s++ {
-		evs := []train.Event{train.StepStarted{Step: s}}
+		evs := []event.Event{event.StepStarted{Step: s}}
 		evs = append(evs, groupEvents(s)...)
 		evs = append(evs,
-			train.ContainerLog{EvalID: fmt.Sprintf("e-%d", s), Lines: []string{"a", "b", "c"}},
-			train.ContainerLog{EvalID: "long", Lines: []string{fmt.Sprint(s)}},
-			train.Message{Text: "note"},
-			train.StepFinished{Step: s, Metrics: train.Metrics{RewardMean: float64(s)}})
+			event.LogBatch{EvalID: fmt.Sprintf("e-%d", s), Lines: []string{"a", "b", "c"}},
+			event.LogBatch{EvalID: "long", Lines: []string{fmt.Sprint(s)}},
+			event.Message{Text: "note"},
+			event.StepFinished{Step: s, Metrics: event.Metrics{RewardMean: float64(s)}})
 		feed(m, evs...)
 		if s%1000 == 0 {
 			_ = m.View()

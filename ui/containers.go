@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/swetui/swetui/event"
 )
 
 // containersPane is the reward pool's worker table over the log of the
@@ -51,11 +52,85 @@ func (p *containersPane) log() *evalLog {
 	return p.st.logs.get(p.st.logs.latest)
 }
 
-// layout splits the height between the worker table and the log.
-func (p *containersPane) layout() (tableRows, logRows int) {
+// maxHostRows bounds the host lines; more hosts fold into a summary line.
+const maxHostRows = 3
+
+// layout splits the height between the host lines, the worker table and
+// the log.
+func (p *containersPane) layout() (hostRows, tableRows, logRows int) {
 	body := max(p.h-2, 0) // title, log title
+	if p.showHosts() {
+		hostRows = min(len(p.st.pool.Hosts), maxHostRows)
+		if body < 12 {
+			hostRows = 1 // one summary line leaves the log its room
+		}
+	}
+	body = max(body-hostRows, 0)
 	tableRows = min(len(p.st.pool.Workers)+1, max(body/3, 2))
-	return tableRows, max(body-tableRows, 0)
+	return hostRows, tableRows, max(body-tableRows, 0)
+}
+
+// showHosts: a single healthy host says nothing the header does not.
+func (p *containersPane) showHosts() bool {
+	hosts := p.st.pool.Hosts
+	return len(hosts) > 1 || (len(hosts) == 1 && (!hosts[0].Up || hosts[0].Err != ""))
+}
+
+// hostLines are the Docker hosts' health: each up or DOWN with its last
+// error, or one summary line when there is no room.
+func (p *containersPane) hostLines(rows int) []string {
+	hosts := p.st.pool.Hosts
+	if rows <= 0 || len(hosts) == 0 {
+		return nil
+	}
+	if rows < len(hosts) {
+		up := 0
+		var firstDown string
+		for _, h := range hosts {
+			if h.Up {
+				up++
+			} else if firstDown == "" {
+				firstDown = h.Endpoint
+			}
+		}
+		line := fmt.Sprintf("  hosts %d/%d up", up, len(hosts))
+		if firstDown != "" {
+			line += " · down: " + firstDown
+		}
+		if rows == 1 {
+			return []string{styleDim.Render(ansi.Truncate(line, p.w, "…"))}
+		}
+		return append(p.hostRows(hosts[:rows-1]), styleDim.Render(ansi.Truncate(line, p.w, "…")))
+	}
+	return p.hostRows(hosts)
+}
+
+func (p *containersPane) hostRows(hosts []event.HostState) []string {
+	now := p.st.now()
+	var out []string
+	for _, h := range hosts {
+		var line string
+		if h.Up {
+			line = fmt.Sprintf("  up   %s · %d running", h.Endpoint, h.Active)
+			if h.Err != "" {
+				line += fmt.Sprintf(" · back %s ago, last error: %s", short(now.Sub(h.Since)), clean(h.Err))
+			}
+			out = append(out, ansi.Truncate(line, p.w, "…"))
+			continue
+		}
+		line = fmt.Sprintf("  DOWN %s", h.Endpoint)
+		if !h.Since.IsZero() {
+			line += " · for " + short(now.Sub(h.Since))
+		}
+		if !h.RetryAt.IsZero() {
+			line += " · retry in " + short(h.RetryAt.Sub(now))
+		}
+		if h.Err != "" {
+			line += " · " + clean(h.Err)
+		}
+		out = append(out, styleWarn.Render(ansi.Truncate(line, p.w, "…")))
+	}
+	return out
 }
 
 func (p *containersPane) Update(msg tea.KeyMsg) tea.Cmd {
@@ -78,7 +153,7 @@ func (p *containersPane) Update(msg tea.KeyMsg) tea.Cmd {
 	if l == nil {
 		return nil
 	}
-	_, rows := p.layout()
+	_, _, rows := p.layout()
 	first, total := l.Lines.Total()-l.Lines.Len(), l.Lines.Total()
 	if p.follow {
 		p.top = p.followTop()
@@ -99,7 +174,7 @@ func (p *containersPane) followTop() int {
 	if l == nil {
 		return 0
 	}
-	_, rows := p.layout()
+	_, _, rows := p.layout()
 	return max(l.Lines.Total()-rows, l.Lines.Total()-l.Lines.Len())
 }
 
@@ -116,11 +191,15 @@ func (p *containersPane) Lines() []string {
 	}
 	info := fmt.Sprintf("%d/%d busy · queue %d · done %d", busy, len(pool.Workers), pool.Queue, pool.Done)
 	if p.w >= 90 {
-		info += fmt.Sprintf(" · p50 %s p95 %s · timeouts %d · infra %d", short(pool.P50), short(pool.P95),
-			pool.Timeouts, pool.InfraFailures)
+		info += fmt.Sprintf(" · p50 %s p95 %s · timeouts %d · infra %d · retries %d", short(pool.P50), short(pool.P95),
+			pool.Timeouts, pool.InfraFailures, pool.Retries)
+	}
+	if d := p.st.dropped(); d.Logs > 0 {
+		info += fmt.Sprintf(" · dropped %d log batches", d.Logs)
 	}
 	out := []string{titleLine(p.Name(), info, p.w, p.focused)}
-	tableRows, logRows := p.layout()
+	hostRows, tableRows, logRows := p.layout()
+	out = append(out, p.hostLines(hostRows)...)
 	if tableRows > 0 {
 		out = append(out, styleDim.Render(p.workerHeader()))
 		p.sel = max(0, min(p.sel, len(pool.Workers)-1))
@@ -132,7 +211,7 @@ func (p *containersPane) Lines() []string {
 			}
 			out = append(out, line)
 		}
-		for len(out) < 1+tableRows {
+		for len(out) < 1+hostRows+tableRows {
 			out = append(out, "")
 		}
 	}

@@ -7,8 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
-
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // diffMode is what the diff pane shows of the selected completion.
@@ -29,7 +28,7 @@ type diffPane struct {
 	frame
 	st     *state
 	mode   diffMode
-	cur    *train.CompletionScored
+	cur    *event.CompletionScored
 	id     diffKey // what lines hold
 	lines  []string
 	scroll scroller
@@ -45,7 +44,7 @@ func (p *diffPane) Keys() []key.Binding {
 }
 
 // SetCompletion shows c (nil: nothing selected).
-func (p *diffPane) SetCompletion(c *train.CompletionScored) {
+func (p *diffPane) SetCompletion(c *event.CompletionScored) {
 	p.cur = c
 	p.refresh()
 }
@@ -80,8 +79,8 @@ func (p *diffPane) key() diffKey {
 	if c == nil {
 		return diffKey{}
 	}
-	k := diffKey{ok: true, step: c.Step, group: c.Group, index: c.Index, instance: c.InstanceID, mode: p.mode,
-		diffLen: len(c.Diff), textLen: len(c.Completion) + len(c.IssueText)}
+	k := diffKey{ok: true, step: c.Step, group: c.Group, index: c.Index, instance: c.Verdict.InstanceID, mode: p.mode,
+		diffLen: len(c.Verdict.Patch), textLen: len(c.Completion) + len(c.IssueText)}
 	if p.mode != modeDiff {
 		k.width = p.w
 	}
@@ -106,16 +105,16 @@ func (p *diffPane) refresh() {
 	}
 	switch p.mode {
 	case modeDiff:
-		if strings.TrimSpace(c.Diff) == "" {
+		if strings.TrimSpace(c.Verdict.Patch) == "" {
 			p.lines = []string{"(no diff extracted: c shows the raw completion)"}
 			return
 		}
-		p.lines = strings.Split(strings.TrimRight(c.Diff, "\n"), "\n")
+		p.lines = strings.Split(strings.TrimRight(c.Verdict.Patch, "\n"), "\n")
 	case modeRaw:
 		p.lines = wrap(c.Completion, p.w)
 	case modeIssue:
 		if c.IssueText == "" {
-			p.lines = []string{"(the trainer sent no issue text for " + c.InstanceID + ")"}
+			p.lines = []string{"(the trainer sent no issue text for " + c.Verdict.InstanceID + ")"}
 			return
 		}
 		p.lines = wrap(c.IssueText, p.w)
@@ -144,7 +143,7 @@ func (p *diffPane) Lines() []string {
 	}
 	info := "select a completion in Group"
 	if c := p.cur; c != nil {
-		info = fmt.Sprintf("%s %d.%d · %s · reward %.3f", cut(c.InstanceID, 40), c.Group, c.Index, modeNames[p.mode], c.Reward.Total)
+		info = fmt.Sprintf("%s %d.%d · %s · reward %.3f", cut(c.Verdict.InstanceID, 40), c.Group, c.Index, modeNames[p.mode], c.Verdict.Reward)
 		if n := len(p.lines); n > p.h-1 {
 			info += fmt.Sprintf(" · %d-%d/%d", p.scroll.top+1, min(p.scroll.top+p.h-1, n), n)
 		}

@@ -49,6 +49,9 @@ func (p *eventsPane) Lines() []string {
 	}
 	ev := p.st.events
 	info := fmt.Sprintf("%d events", ev.Total())
+	if d := p.st.dropped(); d.Events > 0 {
+		info += fmt.Sprintf(" · %d not shown (the console fell behind)", d.Events)
+	}
 	if !p.follow {
 		info += " · scrolled"
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
-
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/reward"
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +57,7 @@ func (f *fakeCtrl) Calls() []call {
 }
 
 // newTestModel is a console at w x h on a fixed clock with no channel.
-func newTestModel(ctrl train.Controller, w, h int) *Model {
+func newTestModel(ctrl Controller, w, h int) *Model {
 	m := New(ctrl, nil, Options{})
 	m.st.now = func() time.Time { return t0.Add(time.Hour) }
 	m.st.created = t0
@@ -66,13 +66,13 @@ func newTestModel(ctrl train.Controller, w, h int) *Model {
 }
 
 // feed applies events as one batch, as the pump would deliver them.
-func feed(m *Model, evs ...train.Event) { m.Update(eventsMsg{events: evs}) }
+func feed(m *Model, evs ...event.Event) { m.Update(eventsMsg{events: evs}) }
 
 const sampleDiff = `diff --git a/calc/ops.py b/calc/ops.py
 index 3b18e51..a9c2f4d 100644
 --- a/calc/ops.py
 +++ b/calc/ops.py
-@@ -10,7 +10,7 @@ def divide(a, b):
+@@ -10,6 +10,6 @@ def divide(a, b):
      """Divide a by b."""
      if b == 0:
 -        return 0
@@ -85,72 +85,81 @@ index 3b18e51..a9c2f4d 100644
 // runEvents is a deterministic run of steps finished steps (two tasks of
 // four completions each), a pool of two workers with streamed logs, and a
 // step steps+1 in flight.
-func runEvents(steps int) []train.Event {
-	evs := []train.Event{
-		train.RunInfo{Name: "mini-grpo", OutDir: "runs/mini-grpo", MaxSteps: 200, Phase: "apply-only", Auto: true,
+func runEvents(steps int) []event.Event {
+	evs := []event.Event{
+		event.RunInfo{Name: "mini-grpo", OutDir: "runs/mini-grpo", MaxSteps: 200, Phase: "apply-only", Auto: true,
 			BLAS: "openblas", Hosts: []string{"unix:///var/run/docker.sock", "ssh://gpu-box"}, GroupSize: 4, Started: t0},
-		train.StageChanged{Stage: "sft", Progress: 0.5, Detail: "warm start on gold patches"},
-		train.StageChanged{Stage: "grpo", Progress: 0, Detail: "syntax→docker curriculum"},
+		event.StageChanged{Stage: "sft", Progress: 0.5, Detail: "warm start on gold patches"},
+		event.StageChanged{Stage: "grpo", Progress: 0, Detail: "syntax→docker curriculum"},
 	}
 	for s := 1; s <= steps; s++ {
-		evs = append(evs, train.StepStarted{Step: s, Phase: "apply-only", Time: t0.Add(time.Duration(s) * 10 * time.Second)})
+		evs = append(evs, event.StepStarted{Step: s, Phase: "apply-only", Time: t0.Add(time.Duration(s) * 10 * time.Second)})
 		evs = append(evs, groupEvents(s)...)
 		x := float64(s)
-		evs = append(evs, train.StepFinished{Step: s, Phase: "apply-only", Version: s, Duration: 10 * time.Second,
-			Metrics: train.Metrics{
+		evs = append(evs, event.StepFinished{Step: s, Phase: "apply-only", Version: s, Duration: 10 * time.Second,
+			Metrics: event.Metrics{
 				RewardMean: 0.3 + 0.2*math.Sin(x/7) + x/1000, RewardMax: 0.8 + 0.1*math.Cos(x/5),
 				SyntaxRate: math.Min(1, 0.5+x/60), ApplyRate: math.Min(1, 0.2+x/100), ResolvedRate: math.Min(1, x/400),
 				KL: 0.01 + 0.005*math.Sin(x/3), Loss: 0.5 - x/500 + 0.05*math.Cos(x/2), StepSeconds: 10 + math.Sin(x),
 			}})
 	}
-	evs = append(evs, train.StepStarted{Step: steps + 1, Phase: "apply-only"})
-	evs = append(evs, train.CheckpointSaved{Step: steps, Path: fmt.Sprintf("runs/mini-grpo/ckpt-%06d", steps)},
-		train.Message{Level: train.Warn, Text: "worker 1: container start took 12.0s", Time: t0.Add(50 * time.Minute)},
-		train.PoolState{Queue: 3, Done: 8 * steps, P50: 4100 * time.Millisecond, P95: 9800 * time.Millisecond,
-			Timeouts: 1, InfraFailures: 2, Workers: []train.WorkerState{
+	evs = append(evs, event.StepStarted{Step: steps + 1, Phase: "apply-only"})
+	evs = append(evs, event.CheckpointSaved{Step: steps, Path: fmt.Sprintf("runs/mini-grpo/ckpt-%06d", steps)},
+		event.Message{Level: event.Warn, Text: "worker 1: container start took 12.0s", Time: t0.Add(50 * time.Minute)},
+		event.PoolState{Queue: 3, Done: 8 * steps, P50: 4100 * time.Millisecond, P95: 9800 * time.Millisecond,
+			Timeouts: 1, InfraFailures: 2, Retries: 3, Hosts: []event.HostState{
+				{Endpoint: "unix:///var/run/docker.sock", Up: true, Active: 1, Since: t0},
+				{Endpoint: "ssh://gpu-box", Up: false, Err: "dial tcp 10.0.0.7:22: connect: connection refused",
+					Since: t0.Add(50 * time.Minute), RetryAt: t0.Add(time.Hour + 20*time.Second)},
+			}, Workers: []event.WorkerState{
 				{ID: 0, Host: "local", Busy: true, InstanceID: "mini__calc-12", ContainerID: "3f2a1b9c0d12e4f5",
 					EvalID: "e-0042", Since: t0.Add(time.Hour - 12*time.Second), Status: "running tests"},
 				{ID: 1, Host: "local", Busy: false, InstanceID: "mini__strings-7", ContainerID: "9ab0c1d2e3f4",
 					EvalID: "e-0041", Status: "done: 3/3 passed"},
 			}})
 	for i := 0; i < 60; i++ {
-		evs = append(evs, train.ContainerLog{EvalID: "e-0042", Worker: 0, InstanceID: "mini__calc-12",
+		evs = append(evs, event.LogBatch{EvalID: "e-0042", Worker: 0, InstanceID: "mini__calc-12",
 			Lines: []string{fmt.Sprintf("tests/test_ops.py::test_case_%02d PASSED", i)}})
 	}
-	evs = append(evs, train.ContainerLog{EvalID: "e-0041", Worker: 1, InstanceID: "mini__strings-7",
+	evs = append(evs, event.LogBatch{EvalID: "e-0041", Worker: 1, InstanceID: "mini__strings-7",
 		Lines: []string{"+ git apply --verbose /tmp/patch.diff", "Applied patch calc/ops.py cleanly.", "3 passed in 0.41s"}})
 	return evs
 }
 
 // groupEvents is step s's eight scored completions.
-func groupEvents(s int) []train.Event {
-	var evs []train.Event
+func groupEvents(s int) []event.Event {
+	var evs []event.Event
 	for g := 0; g < 2; g++ {
 		id := []string{"mini__calc-12", "mini__strings-7"}[g]
 		for i := 0; i < 4; i++ {
-			b := train.Breakdown{Valid: i != 3, DiffForm: "fenced", Applied: i < 2, ApplyMethod: "git apply",
-				F2PTotal: 1, P2PTotal: 3}
+			completion := "I will fix the division.\n```diff\n" + sampleDiff + "```\n"
+			if i == 3 {
+				completion = "I will fix the division by returning early." // no diff
+			}
+			// The patch comes out of the completion through the real
+			// extractor, as in a run: the fixture cannot show a diff the
+			// pipeline would not.
+			ex := reward.Extract(completion)
+			b := event.Verdict{InstanceID: id, Phase: "apply-only", SyntaxOK: ex.Valid(), Form: ex.Form, Patch: ex.Diff,
+				NonEmpty: true, Applied: i < 2, ApplyMethod: "git apply", F2PTotal: 1, P2PTotal: 3}
 			if i == 0 {
-				b.F2PPassed, b.P2PPassed, b.Resolved, b.Total = 1, 3, true, 1
+				b.F2PPassed, b.P2PPassed, b.Resolved, b.Reward = 1, 3, true, 1
 			} else if i == 1 {
-				b.P2PPassed, b.Total = 2, 0.3
+				b.P2PPassed, b.Reward = 2, 0.3
 			}
 			if i == 3 {
-				b.DiffForm = "none"
+				b.SyntaxError = "no diff found"
 			}
-			c := train.CompletionScored{Step: s, Group: g, Index: i, InstanceID: id, Reward: b,
-				Advantage: b.Total - 0.325, Tokens: 120 + 17*i, Truncated: i == 3, Version: s - 1,
-				Completion: "I will fix the division.\n```diff\n" + sampleDiff + "```\n",
+			c := event.CompletionScored{Step: s, Group: g, Index: i, Verdict: b,
+				Advantage: b.Reward - 0.325, Tokens: 120 + 17*i, Truncated: i == 3, Version: s - 1,
+				Completion: completion,
 				IssueText:  "divide(a, 0) returns 0 instead of raising ZeroDivisionError.\n\nSteps to reproduce:\n\n    >>> divide(1, 0)\n    0\n\nExpected: ZeroDivisionError.",
 			}
-			if i != 3 {
-				c.Diff = sampleDiff
-			}
 			if g == 1 && i == 2 {
-				c.Reward.Hacks = []string{"touches-tests"}
+				c.Verdict.Hacks = []string{"touches-tests"}
 			}
 			if g == 1 && i == 1 {
-				c.Reward.Infra, c.Reward.Error = true, "container failed to start"
+				c.Verdict.Infra, c.Verdict.InfraCause = true, "container failed to start"
 			}
 			evs = append(evs, c)
 		}

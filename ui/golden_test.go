@@ -7,8 +7,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/golden"
-
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // keyMsg builds the KeyMsg the terminal sends for a key named as
@@ -61,18 +60,18 @@ func TestGolden(t *testing.T) {
 		{"paused", func(t *testing.T, m *Model) {
 			feed(m, runEvents(40)...)
 			press(m, "p")
-			feed(m, train.Paused{Step: 41})
+			feed(m, event.Paused{Step: 41})
 		}},
 		{"confirm_quit", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "q") }},
 		{"stopping", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "q", "y") }},
 		{"stopped", func(t *testing.T, m *Model) {
 			feed(m, runEvents(40)...)
-			feed(m, train.Stopped{Step: 41, Reason: "max_steps"})
+			feed(m, event.Stopped{Step: 41, Reason: "max_steps"})
 		}},
 		{"stopped_error", func(t *testing.T, m *Model) {
 			feed(m, runEvents(40)...)
-			feed(m, train.Message{Level: train.Error, Text: "docker: daemon unreachable"},
-				train.Stopped{Step: 41, Reason: "reward pool failed", Err: errors.New("3 infra failures in a row")})
+			feed(m, event.Message{Level: event.Error, Text: "docker: daemon unreachable"},
+				event.Stopped{Step: 41, Reason: "reward pool failed", Err: errors.New("3 infra failures in a row")})
 		}},
 		{"help", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "?") }},
 		{"zoom_rewards", zoomOn("Rewards")},

@@ -6,8 +6,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // groupPane is one step's completions as a table. It follows the newest
@@ -60,7 +59,7 @@ func (p *groupPane) current() *stepGroup {
 }
 
 // Selected is the highlighted completion, nil when there is none.
-func (p *groupPane) Selected() *train.CompletionScored {
+func (p *groupPane) Selected() *event.CompletionScored {
 	g := p.current()
 	if g == nil || len(g.Rows) == 0 {
 		return nil
@@ -160,11 +159,11 @@ func (p *groupPane) header() string {
 	return fmt.Sprintf("  %-5s %7s %7s %5s %s", "t.#", "reward", "adv", "tok", "VARTIH")
 }
 
-func (p *groupPane) row(c *train.CompletionScored) string {
-	b := c.Reward
+func (p *groupPane) row(c *event.CompletionScored) string {
+	b := c.Verdict
 	if !p.wide() {
 		return fmt.Sprintf("  %-5s %7.3f %+7.3f %5d %s", fmt.Sprintf("%d.%d", c.Group, c.Index),
-			b.Total, c.Advantage, c.Tokens, flags(c))
+			b.Reward, c.Advantage, c.Tokens, flags(c))
 	}
 	applied := "-"
 	if b.Applied {
@@ -180,21 +179,21 @@ func (p *groupPane) row(c *train.CompletionScored) string {
 	if len(b.Hacks) > 0 {
 		extra = append(extra, "hack:"+strings.Join(b.Hacks, ","))
 	}
-	if b.Error != "" && !b.Infra {
+	if b.Problem() != "" && !b.Infra {
 		extra = append(extra, "err")
 	}
 	return fmt.Sprintf("  %-24s %3d %7.3f %6s %-10s %5s %5s %4s %+7.3f %5d  %s",
-		cut(c.InstanceID, 24), c.Index, b.Total, orDash(b.DiffForm, "-"), cut(applied, 10),
+		cut(c.Verdict.InstanceID, 24), c.Index, b.Reward, orDash(b.Form, "-"), cut(applied, 10),
 		frac(b.F2PPassed, b.F2PTotal), frac(b.P2PPassed, b.P2PTotal), yes(b.Resolved),
 		c.Advantage, c.Tokens, strings.Join(extra, " "))
 }
 
 // flags is the narrow table's one-letter-per-fact column: Valid diff,
 // Applied, Resolved, Truncated, Infra failure, Hack; '.' when not.
-func flags(c *train.CompletionScored) string {
+func flags(c *event.CompletionScored) string {
 	f := []byte("......")
-	for i, on := range []bool{c.Reward.Valid, c.Reward.Applied, c.Reward.Resolved, c.Truncated,
-		c.Reward.Infra, len(c.Reward.Hacks) > 0} {
+	for i, on := range []bool{c.Verdict.SyntaxOK, c.Verdict.Applied, c.Verdict.Resolved, c.Truncated,
+		c.Verdict.Infra, len(c.Verdict.Hacks) > 0} {
 		if on {
 			f[i] = "VARTIH"[i]
 		}

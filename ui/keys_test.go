@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // isQuit runs cmd and reports whether it quits the program.
@@ -25,13 +24,13 @@ func TestKeys(t *testing.T) {
 	completion := "I will fix the division.\n```diff\n" + sampleDiff + "```\n"
 	running := runEvents(40) // step 41 in flight, auto on, phase apply-only
 	between := append(runEvents(40)[:0:0], runEvents(40)...)
-	between = append(between, train.StepFinished{Step: 41, Version: 41}) // no step in flight
-	stopped := append(append([]train.Event(nil), running...), train.Stopped{Step: 41, Reason: "max_steps"})
+	between = append(between, event.StepFinished{Step: 41, Version: 41}) // no step in flight
+	stopped := append(append([]event.Event(nil), running...), event.Stopped{Step: 41, Reason: "max_steps"})
 	cases := []struct {
 		name   string
-		events []train.Event
+		events []event.Event
 		keys   []string
-		ack    []train.Event // events after the keys (the trainer's answer)
+		ack    []event.Event // events after the keys (the trainer's answer)
 		close  bool          // then the trainer closes its channel
 		calls  []call
 		quit   bool
@@ -39,21 +38,21 @@ func TestKeys(t *testing.T) {
 	}{
 		{name: "space pauses", events: running, keys: []string{" "}, calls: []call{{"Pause", ""}},
 			check: wantState(statePausing)},
-		{name: "p pauses, ack shows PAUSED", events: running, keys: []string{"p"}, ack: []train.Event{train.Paused{Step: 41}},
+		{name: "p pauses, ack shows PAUSED", events: running, keys: []string{"p"}, ack: []event.Event{event.Paused{Step: 41}},
 			calls: []call{{"Pause", ""}}, check: wantState(statePaused)},
-		{name: "p resumes when paused", events: append(append([]train.Event(nil), running...), train.Paused{Step: 41}),
+		{name: "p resumes when paused", events: append(append([]event.Event(nil), running...), event.Paused{Step: 41}),
 			keys: []string{"p"}, calls: []call{{"Resume", ""}}, check: wantState(stateResuming)},
-		{name: "resume ack shows RUNNING", events: append(append([]train.Event(nil), running...), train.Paused{Step: 41}),
-			keys: []string{" "}, ack: []train.Event{train.Resumed{Step: 41}}, calls: []call{{"Resume", ""}},
+		{name: "resume ack shows RUNNING", events: append(append([]event.Event(nil), running...), event.Paused{Step: 41}),
+			keys: []string{" "}, ack: []event.Event{event.Resumed{Step: 41}}, calls: []call{{"Resume", ""}},
 			check: wantState(stateRunning)},
 		{name: "1 syntax", events: running, keys: []string{"1"}, calls: []call{{"SetPhase", "syntax"}}},
 		{name: "2 apply-only", events: running, keys: []string{"2"}, calls: []call{{"SetPhase", "apply-only"}}},
 		{name: "3 docker, ack in header", events: running, keys: []string{"3"},
-			ack:   []train.Event{train.PhaseChanged{Step: 41, From: "apply-only", To: "docker"}},
+			ack:   []event.Event{event.PhaseChanged{Step: 41, From: "apply-only", To: "docker"}},
 			calls: []call{{"SetPhase", "docker"}},
 			check: func(t *testing.T, m *Model) { contains(t, m.View(), "DOCKER") }},
 		{name: "a turns auto off", events: running, keys: []string{"a"}, calls: []call{{"SetAuto", "false"}}},
-		{name: "a turns auto on", events: append(append([]train.Event(nil), running...), train.AutoChanged{Auto: false}),
+		{name: "a turns auto on", events: append(append([]event.Event(nil), running...), event.AutoChanged{Auto: false}),
 			keys: []string{"a"}, calls: []call{{"SetAuto", "true"}}},
 		{name: "s saves", events: running, keys: []string{"s"}, calls: []call{{"SaveNow", ""}}},
 		{name: "r replays the selection", events: running, keys: []string{"j", "r"},
@@ -61,8 +60,8 @@ func TestKeys(t *testing.T) {
 		{name: "r without a selection", keys: []string{"r"}, calls: nil,
 			check: func(t *testing.T, m *Model) { contains(t, m.View(), "replay: no completion selected") }},
 		{name: "replay result is logged", events: running, keys: []string{"r"},
-			ack: []train.Event{train.CompletionScored{Step: -1, InstanceID: "mini__calc-12",
-				Reward: train.Breakdown{Total: 1, Valid: true, Applied: true, Resolved: true}}},
+			ack: []event.Event{event.CompletionScored{Step: -1,
+				Verdict: event.Verdict{InstanceID: "mini__calc-12", Reward: 1, SyntaxOK: true, Applied: true, Resolved: true}}},
 			calls: []call{{"Replay", "mini__calc-12|" + completion}},
 			check: func(t *testing.T, m *Model) {
 				contains(t, m.View(), "replay mini__calc-12: reward 1.000 (resolved)")
@@ -148,11 +147,11 @@ func TestKeys(t *testing.T) {
 				if m.containers.follow {
 					t.Fatal("still following")
 				}
-				feed(m, train.ContainerLog{EvalID: "e-0042", Lines: []string{"NEW LINE"}})
+				feed(m, event.LogBatch{EvalID: "e-0042", Lines: []string{"NEW LINE"}})
 				if strings.Contains(m.View(), "NEW LINE") {
 					t.Fatal("a scrolled log moved to a new line")
 				}
-				contains(t, m.View(), "scrolled +5") // a page (4) back, then one new line
+				contains(t, m.View(), "scrolled +4") // a page (3, below the hosts line) back, then one new line
 				press(m, "G")
 				if !m.containers.follow {
 					t.Fatal("not following")
@@ -183,7 +182,7 @@ func TestKeys(t *testing.T) {
 				}
 			}},
 		{name: "q then y stops, quits on Stopped", events: running, keys: []string{"q", "y"},
-			ack: []train.Event{train.Stopped{Step: 41, Reason: "stopped"}}, calls: []call{{"Stop", ""}}, quit: true},
+			ack: []event.Event{event.Stopped{Step: 41, Reason: "stopped"}}, calls: []call{{"Stop", ""}}, quit: true},
 		{name: "ctrl+c twice stops and waits", events: running, keys: []string{"ctrl+c", "ctrl+c"},
 			calls: []call{{"Stop", ""}}, check: wantState(stateStopping)},
 		{name: "ctrl+c while stopping quits now", events: running, keys: []string{"q", "y", "ctrl+c"},
@@ -267,11 +266,11 @@ func TestDiffScrollKept(t *testing.T) {
 	if m.diff.scroll.top != 3 {
 		t.Fatalf("top %d", m.diff.scroll.top)
 	}
-	again := groupEvents(40)[0].(train.CompletionScored)
-	again.Reward.Total = 0.9
+	again := groupEvents(40)[0].(event.CompletionScored)
+	again.Verdict.Reward = 0.9
 	feed(m, again)
-	if m.diff.scroll.top != 3 || m.diff.cur.Reward.Total != 0.9 {
-		t.Fatalf("rescored: top %d, reward %v", m.diff.scroll.top, m.diff.cur.Reward.Total)
+	if m.diff.scroll.top != 3 || m.diff.cur.Verdict.Reward != 0.9 {
+		t.Fatalf("rescored: top %d, reward %v", m.diff.scroll.top, m.diff.cur.Verdict.Reward)
 	}
 	focusOn(t, m, "Group")
 	press(m, "j")

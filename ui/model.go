@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/swetui/swetui/config"
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // Model is the console's root tea.Model. It owns the state the events build,
@@ -17,7 +17,7 @@ import (
 // pane's. Update never blocks: controls are the trainer's non-blocking
 // methods, and events come in batches from the pump.
 type Model struct {
-	ctrl train.Controller
+	ctrl Controller
 	opts Options
 	st   *state
 	pump *pump
@@ -74,7 +74,7 @@ func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
 		if !m.st.stopped {
 			m.st.stopped = true
 			m.st.stop.Reason = "event stream closed"
-			m.st.logf(train.Warn, "the trainer's event stream closed")
+			m.st.logf(event.Warn, "the trainer's event stream closed")
 		}
 	}
 	if m.quitting && m.st.stopped {
@@ -118,21 +118,21 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, keys.Auto):
 		if m.control("auto-curriculum") {
 			m.ctrl.SetAuto(!st.auto)
-			st.logf(train.Info, "asked: auto-curriculum %s", onOff(!st.auto))
+			st.logf(event.Info, "asked: auto-curriculum %s", onOff(!st.auto))
 		}
 	case key.Matches(msg, keys.Save):
 		if m.control("save") {
 			m.ctrl.SaveNow()
-			st.logf(train.Info, "asked: save a checkpoint")
+			st.logf(event.Info, "asked: save a checkpoint")
 		}
 	case key.Matches(msg, keys.Replay):
 		c := m.group.Selected()
 		switch {
 		case c == nil:
-			st.logf(train.Warn, "replay: no completion selected")
+			st.logf(event.Warn, "replay: no completion selected")
 		case m.control("replay"):
-			m.ctrl.Replay(c.InstanceID, c.Completion)
-			st.logf(train.Info, "asked: replay %s %d.%d of step %d", c.InstanceID, c.Group, c.Index, c.Step)
+			m.ctrl.Replay(c.Verdict.InstanceID, c.Completion)
+			st.logf(event.Info, "asked: replay %s %d.%d of step %d", c.Verdict.InstanceID, c.Group, c.Index, c.Step)
 		}
 	case key.Matches(msg, keys.Next):
 		m.setFocus((m.focus + 1) % len(m.panes))
@@ -158,10 +158,10 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 func (m *Model) control(what string) bool {
 	switch {
 	case m.st.stopped:
-		m.st.logf(train.Warn, "%s: the run has stopped", what)
+		m.st.logf(event.Warn, "%s: the run has stopped", what)
 		return false
 	case m.stopCalled:
-		m.st.logf(train.Warn, "%s: the run is stopping", what)
+		m.st.logf(event.Warn, "%s: the run is stopping", what)
 		return false
 	}
 	return true
@@ -186,7 +186,7 @@ func (m *Model) setPhase(phase string) {
 		return
 	}
 	m.ctrl.SetPhase(phase)
-	m.st.logf(train.Info, "asked: phase %s", phase)
+	m.st.logf(event.Info, "asked: phase %s", phase)
 }
 
 // quit is q or ctrl-c. Nothing running: quit at once. A step in flight: ask
@@ -204,7 +204,7 @@ func (m *Model) quit(force bool) tea.Cmd {
 		if force {
 			return tea.Quit
 		}
-		m.st.logf(train.Warn, "stopping: waiting for the trainer (ctrl-c quits now)")
+		m.st.logf(event.Warn, "stopping: waiting for the trainer (ctrl-c quits now)")
 		return nil
 	case m.st.inFlight:
 		m.confirm = true
@@ -217,7 +217,7 @@ func (m *Model) stopAndQuit() tea.Cmd {
 	m.ctrl.Stop()
 	m.stopCalled, m.quitting = true, true
 	m.st.stopRequested = true
-	m.st.logf(train.Info, "asked: stop the run; quitting once it has stopped")
+	m.st.logf(event.Info, "asked: stop the run; quitting once it has stopped")
 	if m.st.stopped {
 		return tea.Quit
 	}

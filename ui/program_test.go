@@ -13,32 +13,31 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
-
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // ackCtrl is a fake trainer's control side: it records each call and
 // acknowledges it with the event the real trainer sends, asynchronously.
 type ackCtrl struct {
 	fakeCtrl
-	ch chan train.Event
+	ch chan event.Event
 }
 
-func (a *ackCtrl) send(ev train.Event) { go func() { a.ch <- ev }() }
+func (a *ackCtrl) send(ev event.Event) { go func() { a.ch <- ev }() }
 
-func (a *ackCtrl) Pause()  { a.rec("Pause", ""); a.send(train.Paused{Step: 1}) }
-func (a *ackCtrl) Resume() { a.rec("Resume", ""); a.send(train.Resumed{Step: 1}) }
+func (a *ackCtrl) Pause()  { a.rec("Pause", ""); a.send(event.Paused{Step: 1}) }
+func (a *ackCtrl) Resume() { a.rec("Resume", ""); a.send(event.Resumed{Step: 1}) }
 func (a *ackCtrl) SetPhase(p string) {
 	a.rec("SetPhase", p)
-	a.send(train.PhaseChanged{Step: 1, From: "syntax", To: p})
+	a.send(event.PhaseChanged{Step: 1, From: "syntax", To: p})
 }
 func (a *ackCtrl) SaveNow() {
 	a.rec("SaveNow", "")
-	a.send(train.CheckpointSaved{Step: 1, Path: "runs/t/ckpt-000001"})
+	a.send(event.CheckpointSaved{Step: 1, Path: "runs/t/ckpt-000001"})
 }
 func (a *ackCtrl) Stop() {
 	a.rec("Stop", "")
-	a.send(train.Stopped{Step: 1, Reason: "stopped by the operator"})
+	a.send(event.Stopped{Step: 1, Reason: "stopped by the operator"})
 }
 
 func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
@@ -51,14 +50,14 @@ func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
 // as tmux would: keys in, the trainer's acknowledgements on the channel, the
 // state words on screen, and a clean quit once Stopped arrives.
 func TestProgram(t *testing.T) {
-	ch := make(chan train.Event, 64)
+	ch := make(chan event.Event, 64)
 	ctrl := &ackCtrl{ch: ch}
 	m := New(ctrl, ch, Options{UI: uiOpts(20, 1000, 1000)})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
 	for _, ev := range runEvents(5) {
 		ch <- ev
 	}
-	ch <- train.StepFinished{Step: 6, Version: 6}
+	ch <- event.StepFinished{Step: 6, Version: 6}
 	waitFor(t, tm, "RUNNING")
 
 	tm.Type("p")
@@ -85,8 +84,8 @@ func TestProgram(t *testing.T) {
 // TestRunQuit: Run returns nil when the operator quits; Stop was called
 // once, whether the key came before the run started or after.
 func TestRunQuit(t *testing.T) {
-	ch := make(chan train.Event, 64)
-	ch <- train.RunInfo{Name: "t", MaxSteps: 10}
+	ch := make(chan event.Event, 64)
+	ch <- event.RunInfo{Name: "t", MaxSteps: 10}
 	ctrl := &ackCtrl{ch: ch}
 	errc := make(chan error, 1)
 	go func() {
@@ -112,8 +111,8 @@ func TestRunCancelled(t *testing.T) {
 	lipgloss.SetColorProfile(termenv.ANSI256)
 	t.Setenv("NO_COLOR", "1")
 
-	ch := make(chan train.Event, 1)
-	ch <- train.RunInfo{Name: "t", MaxSteps: 10}
+	ch := make(chan event.Event, 1)
+	ch <- event.RunInfo{Name: "t", MaxSteps: 10}
 	ctrl := &fakeCtrl{}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(500*time.Millisecond, cancel)

@@ -5,8 +5,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // maxBatch bounds one batch so that a flood is cut into pieces that each
@@ -16,7 +15,7 @@ const maxBatch = 4096
 // eventsMsg is a batch of trainer events, coalesced. closed reports that the
 // channel was closed (after the events, if any).
 type eventsMsg struct {
-	events []train.Event
+	events []event.Event
 	closed bool
 }
 
@@ -34,7 +33,7 @@ type eventsMsg struct {
 // with a select on its context.
 type pump struct {
 	ctx    context.Context
-	ch     <-chan train.Event
+	ch     <-chan event.Event
 	window time.Duration
 	last   time.Time // when the previous batch was returned
 }
@@ -48,7 +47,7 @@ func (p *pump) next() tea.Cmd {
 }
 
 func (p *pump) wait() tea.Msg {
-	var batch []train.Event
+	var batch []event.Event
 	select {
 	case <-p.ctx.Done():
 		return nil
@@ -102,15 +101,15 @@ collect:
 // coalesce merges a batch's container logs into one ContainerLog per
 // evaluation (at the place of its first) and keeps only the last PoolState
 // (each is a full snapshot). Other events keep their order.
-func coalesce(batch []train.Event) []train.Event {
+func coalesce(batch []event.Event) []event.Event {
 	out := batch[:0]
 	logAt := map[string]int{}
 	lastPool := -1
 	for _, ev := range batch {
 		switch e := ev.(type) {
-		case train.ContainerLog:
+		case event.LogBatch:
 			if i, ok := logAt[e.EvalID]; ok {
-				prev := out[i].(train.ContainerLog)
+				prev := out[i].(event.LogBatch)
 				prev.Lines = append(prev.Lines, e.Lines...)
 				out[i] = prev
 				continue
@@ -120,7 +119,7 @@ func coalesce(batch []train.Event) []train.Event {
 			e.Lines = append([]string(nil), e.Lines...)
 			logAt[e.EvalID] = len(out)
 			out = append(out, e)
-		case train.PoolState:
+		case event.PoolState:
 			if lastPool >= 0 {
 				out[lastPool] = e
 				continue

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/config"
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // TestPumpBurst: a producer sends 10,000 events on an unbuffered channel
@@ -17,7 +17,7 @@ import (
 // event must arrive, and the flood must cost a handful of Updates.
 func TestPumpBurst(t *testing.T) {
 	const n = 10000
-	ch := make(chan train.Event)
+	ch := make(chan event.Event)
 	m := New(&fakeCtrl{}, ch, Options{UI: uiOpts(50, n, n)})
 	m.resize(200, 50)
 
@@ -25,14 +25,14 @@ func TestPumpBurst(t *testing.T) {
 	go func() {
 		var worst time.Duration
 		for i := 0; i < n; i++ {
-			var ev train.Event
+			var ev event.Event
 			switch i % 10 {
 			case 9:
-				ev = train.StepFinished{Step: i / 10}
+				ev = event.StepFinished{Step: i / 10}
 			case 8:
-				ev = train.PoolState{Done: i}
+				ev = event.PoolState{Done: i}
 			default:
-				ev = train.ContainerLog{EvalID: fmt.Sprintf("e-%d", i%3), Lines: []string{fmt.Sprint("line ", i)}}
+				ev = event.LogBatch{EvalID: fmt.Sprintf("e-%d", i%3), Lines: []string{fmt.Sprint("line ", i)}}
 			}
 			start := time.Now()
 			ch <- ev
@@ -85,9 +85,9 @@ func uiOpts(refresh, logLines, history int) config.UI {
 // TestPumpIdleDeliversAtOnce: an event after a quiet spell is not held for
 // the refresh window.
 func TestPumpIdleDeliversAtOnce(t *testing.T) {
-	ch := make(chan train.Event, 1)
+	ch := make(chan event.Event, 1)
 	p := &pump{ctx: context.Background(), ch: ch, window: time.Hour}
-	ch <- train.Paused{Step: 3}
+	ch <- event.Paused{Step: 3}
 	start := time.Now()
 	msg := p.wait().(eventsMsg)
 	if time.Since(start) > time.Second || len(msg.events) != 1 {
@@ -98,11 +98,11 @@ func TestPumpIdleDeliversAtOnce(t *testing.T) {
 // TestPumpWindow: right after a batch, the next one collects for what is
 // left of the window instead of waking the program per event.
 func TestPumpWindow(t *testing.T) {
-	ch := make(chan train.Event, 10)
+	ch := make(chan event.Event, 10)
 	p := &pump{ctx: context.Background(), ch: ch, window: 200 * time.Millisecond, last: time.Now()}
 	go func() {
 		for i := 0; i < 5; i++ {
-			ch <- train.StepStarted{Step: i}
+			ch <- event.StepStarted{Step: i}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
@@ -113,8 +113,8 @@ func TestPumpWindow(t *testing.T) {
 }
 
 func TestPumpClosedAndCancelled(t *testing.T) {
-	ch := make(chan train.Event, 2)
-	ch <- train.Stopped{Step: 1}
+	ch := make(chan event.Event, 2)
+	ch <- event.Stopped{Step: 1}
 	close(ch)
 	p := &pump{ctx: context.Background(), ch: ch}
 	if msg := p.wait().(eventsMsg); len(msg.events) != 1 || !msg.closed {
@@ -125,7 +125,7 @@ func TestPumpClosedAndCancelled(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	p = &pump{ctx: ctx, ch: make(chan train.Event)}
+	p = &pump{ctx: ctx, ch: make(chan event.Event)}
 	go cancel()
 	if msg := p.wait(); msg != nil {
 		t.Fatalf("cancelled pump returned %v", msg)
@@ -142,24 +142,24 @@ func TestPumpClosedAndCancelled(t *testing.T) {
 }
 
 func TestCoalesce(t *testing.T) {
-	log := func(id string, lines ...string) train.ContainerLog {
-		return train.ContainerLog{EvalID: id, Lines: lines}
+	log := func(id string, lines ...string) event.LogBatch {
+		return event.LogBatch{EvalID: id, Lines: lines}
 	}
 	cases := []struct {
 		name string
-		in   []train.Event
-		want []train.Event
+		in   []event.Event
+		want []event.Event
 	}{
 		{"empty", nil, nil},
 		{"logs merge per evaluation, in place",
-			[]train.Event{log("a", "1"), log("b", "x"), train.StepStarted{Step: 1}, log("a", "2", "3"), log("b", "y")},
-			[]train.Event{log("a", "1", "2", "3"), log("b", "x", "y"), train.StepStarted{Step: 1}}},
+			[]event.Event{log("a", "1"), log("b", "x"), event.StepStarted{Step: 1}, log("a", "2", "3"), log("b", "y")},
+			[]event.Event{log("a", "1", "2", "3"), log("b", "x", "y"), event.StepStarted{Step: 1}}},
 		{"only the last pool state",
-			[]train.Event{train.PoolState{Done: 1}, train.Paused{Step: 1}, train.PoolState{Done: 2}},
-			[]train.Event{train.PoolState{Done: 2}, train.Paused{Step: 1}}},
+			[]event.Event{event.PoolState{Done: 1}, event.Paused{Step: 1}, event.PoolState{Done: 2}},
+			[]event.Event{event.PoolState{Done: 2}, event.Paused{Step: 1}}},
 		{"other events keep order",
-			[]train.Event{train.Paused{Step: 1}, train.Resumed{Step: 1}, train.Paused{Step: 2}},
-			[]train.Event{train.Paused{Step: 1}, train.Resumed{Step: 1}, train.Paused{Step: 2}}},
+			[]event.Event{event.Paused{Step: 1}, event.Resumed{Step: 1}, event.Paused{Step: 2}},
+			[]event.Event{event.Paused{Step: 1}, event.Resumed{Step: 1}, event.Paused{Step: 2}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -171,7 +171,7 @@ func TestCoalesce(t *testing.T) {
 	// The producer's slice is never grown in place.
 	shared := make([]string, 1, 8)
 	shared[0] = "p"
-	coalesce([]train.Event{log("a"), train.ContainerLog{EvalID: "a", Lines: shared}, log("a", "q")})
+	coalesce([]event.Event{log("a"), event.LogBatch{EvalID: "a", Lines: shared}, log("a", "q")})
 	if got := shared[:2]; got[1] != "" {
 		t.Fatalf("coalesce wrote into the producer's slice: %q", got)
 	}

@@ -6,14 +6,13 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // metric is one chart of the rewards pane.
 type metric struct {
 	label  string
-	get    func(m *train.Metrics) float64
+	get    func(m *event.Metrics) float64
 	format func(v float64) string
 	fixed  *[2]float64 // drawn range for rates; nil = fit the data
 }
@@ -32,14 +31,14 @@ func signed(v float64) string {
 }
 
 var metrics = []metric{
-	{"reward mean", func(m *train.Metrics) float64 { return m.RewardMean }, num3, nil},
-	{"reward max", func(m *train.Metrics) float64 { return m.RewardMax }, num3, nil},
-	{"syntax-valid", func(m *train.Metrics) float64 { return m.SyntaxRate }, pct, unit},
-	{"applied", func(m *train.Metrics) float64 { return m.ApplyRate }, pct, unit},
-	{"resolved", func(m *train.Metrics) float64 { return m.ResolvedRate }, pct, unit},
-	{"kl", func(m *train.Metrics) float64 { return m.KL }, num4, nil},
-	{"loss", func(m *train.Metrics) float64 { return m.Loss }, num4, nil},
-	{"step time", func(m *train.Metrics) float64 { return m.StepSeconds }, secs, nil},
+	{"reward mean", func(m *event.Metrics) float64 { return m.RewardMean }, num3, nil},
+	{"reward max", func(m *event.Metrics) float64 { return m.RewardMax }, num3, nil},
+	{"syntax-valid", func(m *event.Metrics) float64 { return m.SyntaxRate }, pct, unit},
+	{"applied", func(m *event.Metrics) float64 { return m.ApplyRate }, pct, unit},
+	{"resolved", func(m *event.Metrics) float64 { return m.ResolvedRate }, pct, unit},
+	{"kl", func(m *event.Metrics) float64 { return m.KL }, num4, nil},
+	{"loss", func(m *event.Metrics) float64 { return m.Loss }, num4, nil},
+	{"step time", func(m *event.Metrics) float64 { return m.StepSeconds }, secs, nil},
 }
 
 // rewardsPane charts the metrics over the whole history, bucketed to the

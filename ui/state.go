@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // Bounds that are not config knobs: how many evaluations keep their logs, how
@@ -22,18 +22,18 @@ const (
 // point is one finished step as the charts see it.
 type point struct {
 	Step int
-	M    train.Metrics
+	M    event.Metrics
 	Dur  time.Duration
 }
 
 // stepGroup is every scored completion of one step, ordered by (task, index).
 type stepGroup struct {
 	Step int
-	Rows []train.CompletionScored
+	Rows []event.CompletionScored
 }
 
 // put inserts or replaces c, keeping rows ordered.
-func (g *stepGroup) put(c train.CompletionScored) {
+func (g *stepGroup) put(c event.CompletionScored) {
 	i := sort.Search(len(g.Rows), func(i int) bool {
 		r := g.Rows[i]
 		return r.Group > c.Group || (r.Group == c.Group && r.Index >= c.Index)
@@ -45,7 +45,7 @@ func (g *stepGroup) put(c train.CompletionScored) {
 	if len(g.Rows) >= maxStepRows {
 		return
 	}
-	g.Rows = append(g.Rows, train.CompletionScored{})
+	g.Rows = append(g.Rows, event.CompletionScored{})
 	copy(g.Rows[i+1:], g.Rows[i:])
 	g.Rows[i] = c
 }
@@ -53,7 +53,7 @@ func (g *stepGroup) put(c train.CompletionScored) {
 // entry is one line of the event log.
 type entry struct {
 	Time  time.Time
-	Level train.Level
+	Level event.Level
 	Text  string
 }
 
@@ -79,7 +79,7 @@ func newLogStore(perEval int) *logStore {
 	return &logStore{perEval: perEval, evals: map[string]*evalLog{}}
 }
 
-func (s *logStore) add(b train.ContainerLog) {
+func (s *logStore) add(b event.LogBatch) {
 	s.clock++
 	l := s.evals[b.EvalID]
 	if l == nil {
@@ -133,10 +133,10 @@ func (s runState) String() string { return stateWords[s] }
 type state struct {
 	now func() time.Time
 
-	info     train.RunInfo
+	info     event.RunInfo
 	haveInfo bool
 	created  time.Time
-	stage    train.StageChanged
+	stage    event.StageChanged
 	phase    string
 	auto     bool
 
@@ -150,17 +150,18 @@ type state struct {
 	pendingResume bool
 	stopRequested bool
 	stopped       bool
-	stop          train.Stopped
+	stop          event.Stopped
 	stoppedAt     time.Time // freezes the elapsed clock
 	closed        bool      // the event channel was closed
 
 	history  *ring[point]
 	groups   *ring[*stepGroup]
-	pool     train.PoolState
+	pool     event.PoolState
 	logs     *logStore
 	events   *ring[entry]
-	replay   *train.CompletionScored
+	replay   *event.CompletionScored
 	received int // events applied, for tests and the help line
+	drops    func() event.Drops
 }
 
 func newState(o Options, now func() time.Time) *state {
@@ -171,7 +172,16 @@ func newState(o Options, now func() time.Time) *state {
 		groups:  newRing[*stepGroup](o.Groups),
 		logs:    newLogStore(o.UI.LogLines),
 		events:  newRing[entry](keptEvents),
+		drops:   o.Drops,
 	}
+}
+
+// dropped is what the console's subscription has lost so far.
+func (s *state) dropped() event.Drops {
+	if s.drops == nil {
+		return event.Drops{}
+	}
+	return s.drops()
 }
 
 // runState derives the header's state word.
@@ -196,74 +206,74 @@ func (s *state) runState() runState {
 // running is true while there is a run that Stop would end.
 func (s *state) running() bool { return s.haveInfo && !s.stopped }
 
-func (s *state) logf(level train.Level, format string, args ...any) {
+func (s *state) logf(level event.Level, format string, args ...any) {
 	s.events.Push(entry{Time: s.now(), Level: level, Text: fmt.Sprintf(format, args...)})
 }
 
 // apply folds one event into the state. It never blocks and does no I/O.
-func (s *state) apply(ev train.Event) {
+func (s *state) apply(ev event.Event) {
 	s.received++
 	switch e := ev.(type) {
-	case train.RunInfo:
+	case event.RunInfo:
 		s.info, s.haveInfo = e, true
 		s.phase, s.auto = e.Phase, e.Auto
-		s.logf(train.Info, "run %s started: phase %s, %d steps", e.Name, e.Phase, e.MaxSteps)
-	case train.StageChanged:
+		s.logf(event.Info, "run %s started: phase %s, %d steps", e.Name, e.Phase, e.MaxSteps)
+	case event.StageChanged:
 		if e.Stage != s.stage.Stage {
-			s.logf(train.Info, "stage %s %s", e.Stage, e.Detail)
+			s.logf(event.Info, "stage %s %s", e.Stage, e.Detail)
 		}
 		s.stage = e
-	case train.StepStarted:
+	case event.StepStarted:
 		s.step, s.inFlight = e.Step, true
 		if e.Phase != "" {
 			s.phase = e.Phase
 		}
-	case train.StepFinished:
+	case event.StepFinished:
 		s.finished, s.inFlight, s.version = e.Step, false, e.Version
 		s.history.Push(point{Step: e.Step, M: e.Metrics, Dur: e.Duration})
-		s.logf(train.Info, "step %d: reward %.3f max %.3f, applied %.0f%%, resolved %.0f%%, loss %.4f, kl %.4f",
+		s.logf(event.Info, "step %d: reward %.3f max %.3f, applied %.0f%%, resolved %.0f%%, loss %.4f, kl %.4f",
 			e.Step, e.Metrics.RewardMean, e.Metrics.RewardMax, 100*e.Metrics.ApplyRate,
 			100*e.Metrics.ResolvedRate, e.Metrics.Loss, e.Metrics.KL)
-	case train.CompletionScored:
+	case event.CompletionScored:
 		s.scored(e)
-	case train.ContainerLog:
+	case event.LogBatch:
 		s.logs.add(e)
-	case train.PoolState:
+	case event.PoolState:
 		s.pool = e
-	case train.PhaseChanged:
+	case event.PhaseChanged:
 		s.phase = e.To
 		how := "by hand"
 		if e.Auto {
 			how = "auto"
 		}
-		s.logf(train.Info, "phase %s -> %s at step %d (%s) %s", e.From, e.To, e.Step, how, e.Reason)
-	case train.AutoChanged:
+		s.logf(event.Info, "phase %s -> %s at step %d (%s) %s", e.From, e.To, e.Step, how, e.Reason)
+	case event.AutoChanged:
 		s.auto = e.Auto
-		s.logf(train.Info, "auto-curriculum %s", onOff(e.Auto))
-	case train.Paused:
+		s.logf(event.Info, "auto-curriculum %s", onOff(e.Auto))
+	case event.Paused:
 		s.paused, s.pendingPause = true, false
-		s.logf(train.Warn, "paused at step %d", e.Step)
-	case train.Resumed:
+		s.logf(event.Warn, "paused at step %d", e.Step)
+	case event.Resumed:
 		s.paused, s.pendingResume = false, false
-		s.logf(train.Info, "resumed at step %d", e.Step)
-	case train.CheckpointSaved:
-		s.logf(train.Info, "checkpoint step %d saved to %s", e.Step, e.Path)
-	case train.Message:
+		s.logf(event.Info, "resumed at step %d", e.Step)
+	case event.CheckpointSaved:
+		s.logf(event.Info, "checkpoint step %d saved to %s", e.Step, e.Path)
+	case event.Message:
 		s.events.Push(entry{Time: orNow(e.Time, s.now), Level: e.Level, Text: e.Text})
-	case train.Stopped:
+	case event.Stopped:
 		s.stopped, s.stop, s.inFlight, s.stoppedAt = true, e, false, s.now()
 		if e.Err != nil {
-			s.logf(train.Error, "stopped at step %d: %s: %v", e.Step, e.Reason, e.Err)
+			s.logf(event.Error, "stopped at step %d: %s: %v", e.Step, e.Reason, e.Err)
 		} else {
-			s.logf(train.Info, "stopped at step %d: %s", e.Step, e.Reason)
+			s.logf(event.Info, "stopped at step %d: %s", e.Step, e.Reason)
 		}
 	}
 }
 
-func (s *state) scored(c train.CompletionScored) {
+func (s *state) scored(c event.CompletionScored) {
 	if c.Step < 0 { // a replay's result
 		s.replay = &c
-		s.logf(train.Info, "replay %s: reward %.3f %s", c.InstanceID, c.Reward.Total, verdict(c.Reward))
+		s.logf(event.Info, "replay %s: reward %.3f %s", c.Verdict.InstanceID, c.Verdict.Reward, verdict(c.Verdict))
 		return
 	}
 	// Steps arrive in order in sync mode and nearly so in async mode: look
@@ -312,7 +322,7 @@ func (s *state) elapsed() time.Duration {
 	return s.now().Sub(start)
 }
 
-func verdict(b train.Breakdown) string {
+func verdict(b event.Verdict) string {
 	var parts []string
 	switch {
 	case b.Infra:
@@ -321,7 +331,7 @@ func verdict(b train.Breakdown) string {
 		parts = append(parts, "resolved")
 	case b.Applied:
 		parts = append(parts, "applied")
-	case b.Valid:
+	case b.SyntaxOK:
 		parts = append(parts, "valid diff")
 	default:
 		parts = append(parts, "no diff")

@@ -7,7 +7,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/swetui/swetui/config"
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // Styles. Colour is decoration only: every state is also a word or a glyph,
@@ -53,11 +53,11 @@ func stateStyle(s runState) lipgloss.Style {
 	return styleBold
 }
 
-func levelStyle(l train.Level) lipgloss.Style {
+func levelStyle(l event.Level) lipgloss.Style {
 	switch l {
-	case train.Warn:
+	case event.Warn:
 		return styleWarn
-	case train.Error:
+	case event.Error:
 		return styleErr
 	}
 	return lipgloss.NewStyle()

@@ -12,7 +12,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/swetui/swetui/config"
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/event"
 )
 
 // Options configure the console. The zero value works: every bound falls
@@ -24,6 +24,9 @@ type Options struct {
 	UI config.UI
 	// Groups is how many steps' completions are kept for browsing (100).
 	Groups int
+	// Drops reports what the console's subscription lost because it did not
+	// keep up (event.Sub.Dropped); nil shows nothing.
+	Drops func() event.Drops
 	// Input and Output replace the terminal (tests); nil means stdin/stdout.
 	Input  io.Reader
 	Output io.Writer
@@ -56,7 +59,7 @@ func (o Options) withDefaults() Options {
 // the program ends any other way (ctx, SIGINT, a panic) while the run is
 // still going, Run calls ctrl.Stop itself, so the trainer never goes on
 // unseen. Stop must therefore be idempotent.
-func Run(ctx context.Context, ctrl train.Controller, events <-chan train.Event, opts Options) error {
+func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts Options) error {
 	if _, ok := os.LookupEnv("NO_COLOR"); ok {
 		lipgloss.SetColorProfile(termenv.Ascii)
 	}
@@ -89,7 +92,7 @@ func Run(ctx context.Context, ctrl train.Controller, events <-chan train.Event, 
 
 // New builds the console's root model over a controller and the trainer's
 // event channel; Run starts it, and tests drive it directly.
-func New(ctrl train.Controller, events <-chan train.Event, opts Options) *Model {
+func New(ctrl Controller, events <-chan event.Event, opts Options) *Model {
 	opts = opts.withDefaults()
 	st := newState(opts, time.Now)
 	m := &Model{

@@ -1,10 +1,9 @@
-package train
+package event
 
 import "time"
 
-// Event is what the trainer publishes on its event channel (DESIGN.md §4).
-// Events are plain values: consumers (the console, the headless printer,
-// metrics sinks) may keep them without copying.
+// Event is anything published on a run's Bus. The set is closed: only this
+// package's types are events.
 type Event interface{ event() }
 
 // RunInfo opens every run: what the header shows before the first step.
@@ -71,70 +70,22 @@ type StepFinished struct {
 	Duration time.Duration
 }
 
-// Breakdown is one completion's reward and where it came from.
-type Breakdown struct {
-	Total       float64
-	Valid       bool   // a well-formed diff was found
-	DiffForm    string // how it was found: fenced, tagged, bare, none
-	Applied     bool
-	ApplyMethod string // which of the fallback chain applied it
-	F2PPassed   int
-	F2PTotal    int
-	P2PPassed   int
-	P2PTotal    int
-	Resolved    bool
-	Infra       bool // infrastructure failure: masked out of the advantage
-	Hacks       []string
-	Error       string
-}
-
-// CompletionScored is one completion of a group, scored.
+// CompletionScored is one completion of a group with its verdict: what the
+// console's group and diff panes show and what rollouts.jsonl records.
 type CompletionScored struct {
-	Step       int
-	Group      int // index of the task within the step
-	Index      int // index of the completion within the group
-	InstanceID string
-	Completion string
-	Diff       string
-	Reward     Breakdown
-	Advantage  float64
-	Tokens     int
-	Truncated  bool
-	Version    int // weight version that sampled it
+	Step       int     `json:"step"`  // -1 for a replay
+	Group      int     `json:"group"` // index of the task within the step
+	Index      int     `json:"index"` // index of the completion within the group
+	Completion string  `json:"completion"`
+	Verdict    Verdict `json:"verdict"`
+	Advantage  float64 `json:"advantage"`
+	Tokens     int     `json:"tokens"`
+	Truncated  bool    `json:"truncated"`
+	Version    int     `json:"version"` // weight version that sampled it
 	// IssueText is the task's problem statement, shown by the console's
 	// issue view (`i`). The same string value for every completion of a
 	// group shares its memory; may be empty.
 	IssueText string `json:"-"` // not repeated in rollouts.jsonl: the dataset has it
-}
-
-// ContainerLog is a batch of log lines of one evaluation.
-type ContainerLog struct {
-	EvalID     string
-	Worker     int
-	InstanceID string
-	Lines      []string
-}
-
-// WorkerState is one reward worker as the pool last saw it.
-type WorkerState struct {
-	ID          int
-	Host        string
-	Busy        bool
-	InstanceID  string
-	ContainerID string
-	EvalID      string
-	Since       time.Time
-	Status      string
-}
-
-// PoolState is the reward pool's live state.
-type PoolState struct {
-	Workers       []WorkerState
-	Queue         int
-	Done          int
-	P50, P95      time.Duration
-	Timeouts      int
-	InfraFailures int
 }
 
 // PhaseChanged reports a curriculum switch, live or automatic.
@@ -148,7 +99,7 @@ type PhaseChanged struct {
 // AutoChanged reports the auto-curriculum being turned on or off.
 type AutoChanged struct{ Auto bool }
 
-// Paused and Resumed acknowledge the matching controls.
+// Paused acknowledges a pause: the run holds after step Step.
 type Paused struct{ Step int }
 
 // Resumed acknowledges Resume.
@@ -191,7 +142,7 @@ func (StageChanged) event()     {}
 func (StepStarted) event()      {}
 func (StepFinished) event()     {}
 func (CompletionScored) event() {}
-func (ContainerLog) event()     {}
+func (LogBatch) event()         {}
 func (PoolState) event()        {}
 func (PhaseChanged) event()     {}
 func (AutoChanged) event()      {}
@@ -200,17 +151,3 @@ func (Resumed) event()          {}
 func (CheckpointSaved) event()  {}
 func (Message) event()          {}
 func (Stopped) event()          {}
-
-// Controller is how the console steers a run. Every method returns at once;
-// the trainer acknowledges with an event.
-type Controller interface {
-	Pause()
-	Resume()
-	SetPhase(phase string)
-	SetAuto(on bool)
-	SaveNow()
-	Stop()
-	// Replay re-scores one (task, completion) through the reward pool; the
-	// result arrives as a CompletionScored with Step -1.
-	Replay(instanceID, completion string)
-}

@@ -1,0 +1,104 @@
+package event
+
+import "time"
+
+// Verdict is one completion's score with every component that led to it, so
+// that a reward can always be explained. The reward engine makes it; the
+// trainer, rollouts.jsonl, the score report and the console carry it as is.
+type Verdict struct {
+	InstanceID string  `json:"instance_id"`
+	Phase      string  `json:"phase"` // the curriculum phase it was scored in
+	Reward     float64 `json:"reward"`
+
+	NonEmpty    bool   `json:"nonempty"`        // the completion had any text
+	Form        string `json:"form"`            // how the diff was found: fenced, tagged, bare, none
+	Patch       string `json:"patch,omitempty"` // the extracted, normalised diff
+	SyntaxOK    bool   `json:"syntax_ok"`       // well-formed, non-empty diff
+	SyntaxError string `json:"syntax_error,omitempty"`
+	Files       int    `json:"files"` // files the patch touches
+
+	// Apply check (phases apply-only and docker).
+	ApplyChecked bool   `json:"apply_checked"`
+	Applied      bool   `json:"applied"`
+	ApplyMethod  string `json:"apply_method,omitempty"` // which step of the fallback chain applied it
+	ApplyOutput  string `json:"apply_output,omitempty"`
+	ApplyOnHost  bool   `json:"apply_on_host,omitempty"`
+	// ApplyMismatch: the host and the container disagreed (the container's
+	// verdict is kept). It should never happen; it is counted if it does.
+	ApplyMismatch bool `json:"apply_mismatch,omitempty"`
+
+	// Tests (phase docker).
+	TestsRun    bool         `json:"tests_run"`
+	F2PPassed   int          `json:"f2p_passed"`
+	F2PTotal    int          `json:"f2p_total"`
+	P2PPassed   int          `json:"p2p_passed"`
+	P2PBroken   int          `json:"p2p_broken"`
+	P2PTotal    int          `json:"p2p_total"`
+	Resolved    bool         `json:"resolved"`
+	TestsStatus *TestsStatus `json:"tests_status,omitempty"`
+	Statuses    StatusMap    `json:"statuses,omitempty"`
+	ExitStatus  *int         `json:"exit_status,omitempty"` // the test runner's
+	TestsError  string       `json:"tests_error,omitempty"` // why tests gave no verdict (timeout, incomplete output)
+
+	// Infra failures are not the model's: masked out of the advantage.
+	Infra      bool   `json:"infra_failure"`
+	InfraCause string `json:"infra_cause,omitempty"`
+
+	Hacks     []string  `json:"hacks,omitempty"`
+	Durations Durations `json:"durations"`
+}
+
+// Problem is the first thing that kept the completion from a higher reward,
+// in words: the infrastructure failure, the syntax error or why the tests
+// gave no verdict; "" when none of those happened.
+func (v *Verdict) Problem() string {
+	switch {
+	case v.Infra:
+		return v.InfraCause
+	case v.SyntaxError != "":
+		return v.SyntaxError
+	case v.TestsError != "":
+		return v.TestsError
+	}
+	return ""
+}
+
+// Durations are the time each stage of a score took.
+type Durations struct {
+	Extract time.Duration `json:"extract_ns"`
+	Apply   time.Duration `json:"apply_ns,omitempty"`
+	Eval    time.Duration `json:"eval_ns,omitempty"`
+	Total   time.Duration `json:"total_ns"`
+}
+
+// Status is one test's outcome as a log parser reports it. The values are the
+// official harness's TestStatus strings.
+type Status string
+
+// Test statuses. XFAIL counts as passing when grading, as in the harness.
+const (
+	Passed  Status = "PASSED"
+	Failed  Status = "FAILED"
+	Skipped Status = "SKIPPED"
+	Errored Status = "ERROR"
+	XFail   Status = "XFAIL"
+)
+
+// StatusMap maps a test id to its status.
+type StatusMap map[string]Status
+
+// SuccessFailure is one category of the official report's tests_status.
+type SuccessFailure struct {
+	Success []string `json:"success"`
+	Failure []string `json:"failure"`
+}
+
+// TestsStatus is the official harness report's tests_status object.
+// FAIL_TO_FAIL and PASS_TO_FAIL stay empty, as the harness leaves them when it
+// is not asked to compute them.
+type TestsStatus struct {
+	FailToPass SuccessFailure `json:"FAIL_TO_PASS"`
+	PassToPass SuccessFailure `json:"PASS_TO_PASS"`
+	FailToFail SuccessFailure `json:"FAIL_TO_FAIL"`
+	PassToFail SuccessFailure `json:"PASS_TO_FAIL"`
+}

@@ -1,0 +1,181 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/swetui/swetui/event"
+)
+
+// step runs one GRPO step: collect the groups, turn rewards into
+// advantages, update the policy, then record and publish what happened.
+func (t *Trainer) step(ctx context.Context) error {
+	step := t.st.Step + 1
+	phase := t.st.Curriculum.Phase
+	t.phase.Store(phase)
+	t.publish(event.StepStarted{Step: step, Phase: phase, Time: time.Now()})
+	begin := time.Now()
+	groups, tm, err := t.src.next(ctx, step, phase)
+	if err != nil {
+		return err
+	}
+	collected := time.Now()
+
+	m := t.advantages(groups)
+	seqs, inputs := t.lossInputs(groups)
+	t.lastTrainable = len(seqs)
+	if len(seqs) > 0 {
+		t.model.Lock()
+		err := t.update(ctx, seqs, inputs, onPolicy(groups, t.d.Policy.Version()), &m)
+		t.model.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	trainDone := time.Now()
+
+	t.st.Step = step
+	last := groups[len(groups)-1]
+	t.st.Epoch, t.st.Pos = last.cursor.Epoch, last.cursor.Pos
+	version := t.d.Policy.Version()
+	stepTimes(&m, tm, begin, collected, trainDone)
+	m.MaxAge = maxAge(groups, version)
+	if err := t.recordCompletions(step, groups); err != nil {
+		return err
+	}
+	t.src.stepDone(step)
+	t.st.Recent = append(t.st.Recent, m)
+	if len(t.st.Recent) > t.cfg.Curriculum.Window {
+		t.st.Recent = t.st.Recent[len(t.st.Recent)-t.cfg.Curriculum.Window:]
+	}
+	if err := t.sinks.Metrics(step, phase, version, m); err != nil {
+		return err
+	}
+	t.publish(event.StepFinished{Step: step, Phase: phase, Version: version, Metrics: m, Duration: trainDone.Sub(begin)})
+	if ev := t.st.Curriculum.Observe(step, m); ev != nil {
+		t.publish(*ev)
+	}
+	return nil
+}
+
+// recordCompletions publishes every scored completion of the step and
+// appends it to rollouts.jsonl: the same value, verdict and patch included.
+func (t *Trainer) recordCompletions(step int, groups []*group) error {
+	for gi, gr := range groups {
+		for i := range gr.samples {
+			ev := event.CompletionScored{Step: step, Group: gi, Index: i, Completion: gr.texts[i],
+				Verdict: gr.verdicts[i], Advantage: gr.adv[i], Tokens: len(gr.samples[i].Tokens),
+				Truncated: gr.samples[i].Truncated, Version: gr.version, IssueText: gr.inst.ProblemStatement}
+			t.publish(ev)
+			if err := t.sinks.Rollout(ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// advantages fills each group's advantages and returns the step's reward
+// metrics.
+func (t *Trainer) advantages(groups []*group) event.Metrics {
+	g := t.cfg.GRPO
+	m, batch := rewardMetrics(groups, g.StdEps)
+	zero := 0
+	for _, gr := range groups {
+		rewards := make([]float64, len(gr.verdicts))
+		valid := make([]bool, len(gr.verdicts))
+		for i, v := range gr.verdicts {
+			rewards[i], valid[i] = v.Reward, !v.Infra
+		}
+		gr.adv, gr.ok = GroupAdvantages(rewards, valid, g.ScaleRewards, batch.Std, g.LeaveOneOut, g.StdEps)
+		if !gr.ok {
+			zero++
+		}
+	}
+	if len(groups) > 0 {
+		m.FracZeroStd = float64(zero) / float64(len(groups))
+	}
+	return m
+}
+
+// lossInputs packs the trainable completions: groups with reward variance,
+// without infra failures, and (with mask_truncated) not cut off.
+func (t *Trainer) lossInputs(groups []*group) ([]Sequence, []SeqInput) {
+	var seqs []Sequence
+	var inputs []SeqInput
+	for _, gr := range groups {
+		if !gr.ok {
+			continue
+		}
+		for i, s := range gr.samples {
+			if gr.verdicts[i].Infra || len(s.Tokens) == 0 || (t.cfg.GRPO.MaskTruncated && s.Truncated) {
+				continue
+			}
+			seqs = append(seqs, Sequence{Prompt: gr.prompt, Completion: s.Tokens})
+			inputs = append(inputs, SeqInput{Advantage: gr.adv[i], Behaviour: s.Logprobs})
+		}
+	}
+	return seqs, inputs
+}
+
+// onPolicy reports whether every group was sampled by the current weights.
+func onPolicy(groups []*group, version int) bool {
+	for _, gr := range groups {
+		if gr.version != version {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Trainer) update(ctx context.Context, seqs []Sequence, inputs []SeqInput, onPolicy bool, m *event.Metrics) error {
+	g := t.cfg.GRPO
+	// Completions sampled by the current weights already carry their
+	// logprobs (the sampler and the graph agree to ~1e-6): the forward pass
+	// is needed only for stale ones. This is GRPO's single-update case,
+	// where the ratio starts at 1 (TRL detaches the same logprobs).
+	var logp [][]float64
+	var err error
+	if onPolicy {
+		logp = make([][]float64, len(inputs))
+		for i := range inputs {
+			logp[i] = inputs[i].Behaviour
+		}
+	} else if logp, err = t.d.Policy.Logprobs(ctx, seqs); err != nil {
+		return fmt.Errorf("policy logprobs: %w", err)
+	}
+	var ref [][]float64
+	if g.KLCoef > 0 && t.d.Reference != nil {
+		if ref, err = t.d.Reference.Logprobs(ctx, seqs); err != nil {
+			return fmt.Errorf("reference logprobs: %w", err)
+		}
+	}
+	for i := range inputs {
+		inputs[i].Logp = logp[i]
+		// Without IS correction the ratio is taken against the behaviour
+		// policy (the sampler); with it, against the current weights and the
+		// truncated weight carries the behaviour mismatch.
+		inputs[i].Old = inputs[i].Behaviour
+		if g.ISCorrection == "truncated" {
+			inputs[i].Old = logp[i]
+		}
+		inputs[i].Ref = logp[i]
+		if ref != nil {
+			inputs[i].Ref = ref[i]
+		}
+	}
+	lc := LossConfig{ClipLow: g.ClipLow, ClipHigh: g.ClipHigh, KLCoef: g.KLCoef, KLEstimator: g.KLEstimator,
+		LossAgg: g.LossAgg, ISCorrection: g.ISCorrection, ISCap: g.ISCap}
+	if ref == nil {
+		lc.KLCoef = 0
+	}
+	st, cot := GRPOLoss(lc, inputs)
+	_, entropy, err := t.d.Policy.Backward(ctx, seqs, cot)
+	if err != nil {
+		return fmt.Errorf("policy backward: %w", err)
+	}
+	m.GradNorm, m.LR = t.d.Policy.Step()
+	m.Loss, m.KL, m.ClipFrac, m.Entropy, m.Tokens = st.Loss, st.KL, st.ClipFrac, entropy, st.Tokens
+	return nil
+}
