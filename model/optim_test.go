@@ -221,4 +221,3 @@ func nllCotangent(b Batch) [][]float32 {
 	}
 	return cot
 }
-
