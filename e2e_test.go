@@ -101,7 +101,7 @@ func TestConsoleInTmux(t *testing.T) {
 	bin := buildBinary(t, dir)
 	out := filepath.Join(dir, "run")
 	runName := "e2e-" + strconv.Itoa(os.Getpid())
-	cfgPath := writeSmallConfig(t, dir, runName, out, 0)
+	cfgPath := writeSmallConfig(t, dir, runName, out, 0, true)
 	exitFile := filepath.Join(dir, "exit")
 	s := &tmuxSession{t: t, socket: "swetui-e2e-" + strconv.Itoa(os.Getpid()), name: "e2e"}
 	s.cmd("new-session", "-d", "-s", s.name, "-x", "120", "-y", "36",
@@ -114,6 +114,11 @@ func TestConsoleInTmux(t *testing.T) {
 	if strings.Contains(firstLine(first), "STOPPED") {
 		t.Fatalf("the run stopped by itself:\n%s", first)
 	}
+	// The warm start learnt its one task's gold patch: the first step's
+	// completions are valid diffs, and the Diff pane draws the selected one.
+	s.waitFor("the Diff pane to draw a patch", 30*time.Second, func(sc string) bool {
+		return strings.Contains(sc, "--- a/") && strings.Contains(sc, "+++ b/") && !strings.Contains(sc, "no diff extracted")
+	})
 
 	s.keys("p")
 	paused := s.waitFor("PAUSED", time.Minute, func(sc string) bool { return strings.Contains(firstLine(sc), "PAUSED") })
@@ -200,17 +205,13 @@ func buildBinary(t *testing.T, dir string) string {
 	return bin
 }
 
-// writeSmallConfig writes a small, fast configuration: no warm start, a tiny
-// model, short replies, and a run that goes on until stopped.
-func writeSmallConfig(t *testing.T, dir, runName, out string, saveEvery int) string {
+// writeSmallConfig writes a small, fast configuration: a tiny model and a
+// run that goes on until stopped. Without warm, there is no warm start and
+// replies are short; with it, a warm start of about 15 s on one task teaches
+// the policy that task's gold patch, so its replies are real diffs.
+func writeSmallConfig(t *testing.T, dir, runName, out string, saveEvery int, warm bool) string {
 	t.Helper()
-	cfg := fmt.Sprintf(`[run]
-name = %q
-out_dir = %q
-max_steps = 0
-save_every = %d
-sft_first = false
-[data]
+	model := `[data]
 mini_tasks = 20
 [model]
 layers = 1
@@ -222,13 +223,40 @@ context = 256
 vocab_size = 400
 [sample]
 max_new_tokens = 24
-[grpo]
+`
+	if warm {
+		model = `[data]
+mini_tasks = 20
+train_limit = 1
+[model]
+layers = 1
+d_model = 64
+d_ff = 128
+vocab_size = 512
+[sample]
+max_new_tokens = 200
+[sft]
+steps = 100
+batch_size = 1
+lr = 2e-2
+synthetic_per_task = 0
+prompt_loss_weight = 0
+heldout_every = 0
+`
+	}
+	cfg := fmt.Sprintf(`[run]
+name = %q
+out_dir = %q
+max_steps = 0
+save_every = %d
+sft_first = %v
+%s[grpo]
 prompts_per_step = 1
 [curriculum]
 auto = false
 [watchdog]
 barren_epochs = 0
-`, runName, out, saveEvery)
+`, runName, out, saveEvery, warm, model)
 	path := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -245,7 +273,7 @@ func TestKill9LeavesALoadableCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildBinary(t, dir)
 	out := filepath.Join(dir, "run")
-	cfgPath := writeSmallConfig(t, dir, "kill9-"+strconv.Itoa(os.Getpid()), out, 1)
+	cfgPath := writeSmallConfig(t, dir, "kill9-"+strconv.Itoa(os.Getpid()), out, 1, false)
 	cmd := exec.Command(bin, "run", "--headless", "--config", cfgPath)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -37,6 +37,9 @@ type Env struct {
 	IsTerminal bool
 }
 
+// command is one subcommand. Each is an options struct, a function that
+// reads it from the command line (newXOptions) and one that runs it (xRun),
+// so commands call each other through options, never through argv.
 type command struct {
 	name    string
 	args    string
@@ -44,16 +47,27 @@ type command struct {
 	run     func(ctx context.Context, env Env, args []string) error
 }
 
+// cmd joins a command's parse and run functions.
+func cmd[O any](parse func(Env, []string) (O, error), run func(context.Context, Env, O) error) func(context.Context, Env, []string) error {
+	return func(ctx context.Context, env Env, args []string) error {
+		o, err := parse(env, args)
+		if err != nil {
+			return err
+		}
+		return run(ctx, env, o)
+	}
+}
+
 func commands() []command {
 	return []command{
-		{"run", "[--config F] [--headless] [key.path=value ...]", "training console (TUI when stdout is a terminal)", runRun},
-		{"config", "[--config F] [key.path=value ...]", "print the resolved config as TOML", runConfig},
-		{"score", "--predictions P.jsonl|gold|empty [--dataset D] [--mode syntax|apply-only|docker] [--out report.json] [--workers N]", "score SWE-bench-format predictions", runScore},
-		{"grade", "--instance I.json --log test_output.txt [--parser P]", "parse and grade one test log as JSON", runGrade},
-		{"prepare", "[--dataset D]", "build or pull the images a dataset needs", runPrepare},
-		{"sft", "[--config F] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", runSFT},
-		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--mode M] [--temperature T]", "generate one patch per task with a checkpoint and score them", runEval},
-		{"version", "", "print the version", runVersion},
+		{"run", "[--config F] [--headless] [key.path=value ...]", "training console (TUI when stdout is a terminal)", cmd(newRunOptions, runRun)},
+		{"config", "[--config F] [key.path=value ...]", "print the resolved config as TOML", cmd(configOnly("config"), configRun)},
+		{"score", "--predictions P.jsonl|gold|empty [--dataset D] [--mode syntax|apply-only|docker] [--out report.json] [--workers N]", "score SWE-bench-format predictions", cmd(newScoreOptions, scoreRun)},
+		{"grade", "--instance I.json --log test_output.txt [--parser P]", "parse and grade one test log as JSON", cmd(newGradeOptions, gradeRun)},
+		{"prepare", "[--dataset D]", "build or pull the images a dataset needs", cmd(newPrepareOptions, prepareRun)},
+		{"sft", "[--config F] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", cmd(configOnly("sft"), sftRun)},
+		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--mode M] [--temperature T]", "generate one patch per task with a checkpoint and score them", cmd(newEvalOptions, evalRun)},
+		{"version", "", "print the version", cmd(newVersionOptions, versionRun)},
 	}
 }
 
@@ -199,13 +213,18 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-func runConfig(ctx context.Context, env Env, args []string) error {
-	fs := newFlags(env, "config")
-	load := configFlag(fs, env)
-	cfg, _, err := parseAndLoad(fs, load, args)
-	if err != nil {
-		return err
+// configOnly reads the options of a command that takes only --config and
+// overrides (config, sft): the resolved config is all of them.
+func configOnly(name string) func(Env, []string) (config.Config, error) {
+	return func(env Env, args []string) (config.Config, error) {
+		fs := newFlags(env, name)
+		cfg, _, err := parseAndLoad(fs, configFlag(fs, env), args)
+		return cfg, err
 	}
+}
+
+// configRun prints the resolved config as TOML.
+func configRun(ctx context.Context, env Env, cfg config.Config) error {
 	out, err := config.Marshal(cfg)
 	if err != nil {
 		return err
@@ -214,11 +233,14 @@ func runConfig(ctx context.Context, env Env, args []string) error {
 	return err
 }
 
-func runVersion(ctx context.Context, env Env, args []string) error {
-	fs := newFlags(env, "version")
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
-	}
+type versionOptions struct{}
+
+func newVersionOptions(env Env, args []string) (versionOptions, error) {
+	_, err := parseFlags(newFlags(env, "version"), args)
+	return versionOptions{}, err
+}
+
+func versionRun(ctx context.Context, env Env, o versionOptions) error {
 	fmt.Fprintf(env.Stdout, "swetui %s\n", Version)
 	return nil
 }

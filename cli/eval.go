@@ -13,10 +13,20 @@ import (
 	"github.com/swetui/swetui/train"
 )
 
-// runEval implements `swetui eval`: one patch per held-out task with a
-// checkpoint, written as SWE-bench predictions, then scored as `swetui score`
-// scores them.
-func runEval(ctx context.Context, env Env, args []string) error {
+// evalOptions are `swetui eval`'s inputs.
+type evalOptions struct {
+	Config      config.Config
+	Ckpt        string // an SFT or run checkpoint, or a Hugging Face model
+	Split       string
+	Out         string // predictions file
+	Phase       string // the reward phase the predictions are scored in (--mode)
+	Report      string // score report; "" for <out> with .report.json
+	Temperature float64
+	Samples     int // replies per task for the well-formed rate; the first is the prediction
+}
+
+// newEvalOptions reads `swetui eval`'s flags, overrides and config.
+func newEvalOptions(env Env, args []string) (evalOptions, error) {
 	fs := newFlags(env, "eval")
 	load := configFlag(fs, env)
 	ckpt := fs.String("ckpt", "", "checkpoint folder: an SFT or run checkpoint, or a Hugging Face model (required)")
@@ -29,31 +39,42 @@ func runEval(ctx context.Context, env Env, args []string) error {
 	samples := fs.Int("samples", 1, "replies sampled per task for the well-formed rate; the first is the prediction")
 	overrides, err := parseFlags(fs, args)
 	if err != nil {
-		return err
+		return evalOptions{}, err
 	}
 	if *ckpt == "" {
-		return UsageErrorf("--ckpt is required")
+		return evalOptions{}, UsageErrorf("--ckpt is required")
 	}
 	if *samples < 1 {
-		return UsageErrorf("--samples must be at least 1, not %d", *samples)
+		return evalOptions{}, UsageErrorf("--samples must be at least 1, not %d", *samples)
+	}
+	if err := config.CheckPhase(*mode); err != nil {
+		return evalOptions{}, UsageErrorf("--mode: %v", err)
 	}
 	cfg, err := load(overrides)
 	if err != nil {
-		return err
+		return evalOptions{}, err
 	}
 	if *dataset != "" {
 		cfg.Data.Source = *dataset
 	}
-	tokPath := filepath.Join(*ckpt, "tokenizer.json")
-	if _, err := os.Stat(filepath.Join(*ckpt, "policy", "tokenizer.json")); err == nil {
-		tokPath = filepath.Join(*ckpt, "policy", "tokenizer.json")
+	return evalOptions{Config: cfg, Ckpt: *ckpt, Split: *split, Out: *out, Phase: *mode, Report: *report,
+		Temperature: *temperature, Samples: *samples}, nil
+}
+
+// evalRun implements `swetui eval`: one patch per task of a split with a
+// checkpoint, written as SWE-bench predictions, then scored as `swetui
+// score` scores them.
+func evalRun(ctx context.Context, env Env, o evalOptions) error {
+	cfg := o.Config
+	cfg.Model.Tokenizer = filepath.Join(o.Ckpt, "tokenizer.json")
+	if _, err := os.Stat(filepath.Join(o.Ckpt, "policy", "tokenizer.json")); err == nil {
+		cfg.Model.Tokenizer = filepath.Join(o.Ckpt, "policy", "tokenizer.json")
 	}
-	cfg.Model.Tokenizer = tokPath
-	ws, err := openWorkspace(ctx, cfg, *split)
+	ws, err := openWorkspace(ctx, cfg, o.Split)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	m, err := loadModel(*ckpt, ws.tok)
+	m, err := loadModel(o.Ckpt, ws.tok)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
@@ -61,25 +82,22 @@ func runEval(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	f, err := os.Create(*out)
+	f, err := os.Create(o.Out)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
 	enc := json.NewEncoder(f)
 	bar := newProgress(env, len(ws.tasks))
 	valid := 0
-	name := filepath.Base(filepath.Clean(*ckpt))
+	name := filepath.Base(filepath.Clean(o.Ckpt))
+	opts := train.SampleOptions{Temperature: o.Temperature, TopP: cfg.Sample.TopP, MaxNewTokens: cfg.Sample.MaxNewTokens}
 	for _, in := range ws.tasks {
-		text, err := ws.prompter.Prompt(ctx, in)
+		prompt, err := train.PromptTokens(ctx, ws.prompter, ws.tok, in, cfg.Model.Context, opts.MaxNewTokens)
 		if err != nil {
 			f.Close()
 			return fmt.Errorf("eval: %w", err)
 		}
-		prompt := ws.tok.Encode(text)
-		if room := cfg.Model.Context - cfg.Sample.MaxNewTokens; len(prompt) > room {
-			prompt = prompt[len(prompt)-room:]
-		}
-		replies, err := pol.Sample(ctx, prompt, *samples, train.SampleOptions{Temperature: *temperature, TopP: cfg.Sample.TopP, MaxNewTokens: cfg.Sample.MaxNewTokens})
+		replies, err := pol.Sample(ctx, prompt, o.Samples, opts)
 		if err != nil {
 			f.Close()
 			return fmt.Errorf("eval %s: %w", in.InstanceID, err)
@@ -107,15 +125,12 @@ func runEval(ctx context.Context, env Env, args []string) error {
 	// The score below re-reads each written patch as a prediction, which can
 	// find a well-formed diff inside a malformed reply: its syntax-valid count
 	// may be higher than this one, which is what the training reward sees.
-	n := len(ws.tasks) * *samples
+	n := len(ws.tasks) * o.Samples
 	fmt.Fprintf(env.Stdout, "eval: %d tasks x %d samples, %d replies with a well-formed diff (%.0f%%) at temperature %.2f; predictions: %s\n",
-		len(ws.tasks), *samples, valid, 100*float64(valid)/float64(max(1, n)), *temperature, *out)
-	if *report == "" {
-		*report = strings.TrimSuffix(*out, filepath.Ext(*out)) + ".report.json"
+		len(ws.tasks), o.Samples, valid, 100*float64(valid)/float64(max(1, n)), o.Temperature, o.Out)
+	report := o.Report
+	if report == "" {
+		report = strings.TrimSuffix(o.Out, filepath.Ext(o.Out)) + ".report.json"
 	}
-	scoreArgs := append([]string{"--predictions", *out, "--mode", *mode, "--out", *report, "--dataset", cfg.Data.Source}, overrides...)
-	if c := fs.Lookup("config").Value.String(); c != "" {
-		scoreArgs = append(scoreArgs, "--config", c)
-	}
-	return runScore(ctx, env, scoreArgs)
+	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: o.Out, Phase: o.Phase, Out: report})
 }

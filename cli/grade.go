@@ -38,8 +38,15 @@ type gradeReport struct {
 	Reward      float64           `json:"reward"`
 }
 
-// runGrade implements `swetui grade`.
-func runGrade(ctx context.Context, env Env, args []string) error {
+// gradeOptions are `swetui grade`'s inputs.
+type gradeOptions struct {
+	Config   config.Config // its [reward] weights
+	Instance string        // JSON object or JSONL file
+	Log      string
+	Parser   string // "" for the instance's
+}
+
+func newGradeOptions(env Env, args []string) (gradeOptions, error) {
 	fs := newFlags(env, "grade")
 	load := configFlag(fs, env)
 	instPath := fs.String("instance", "", "the instance: a JSON object or a JSONL line with SWE-bench's fields (required)")
@@ -47,24 +54,26 @@ func runGrade(ctx context.Context, env Env, args []string) error {
 	parserName := fs.String("parser", "", "log parser (default: the instance's log_parser, else its repository's); one of "+strings.Join(reward.ParserNames(), ", "))
 	overrides, err := parseFlags(fs, args)
 	if err != nil {
-		return err
+		return gradeOptions{}, err
 	}
 	if *instPath == "" || *logPath == "" {
-		return UsageErrorf("--instance and --log are required")
+		return gradeOptions{}, UsageErrorf("--instance and --log are required")
 	}
 	cfg, err := load(overrides)
+	return gradeOptions{Config: cfg, Instance: *instPath, Log: *logPath, Parser: *parserName}, err
+}
+
+// gradeRun implements `swetui grade`: one log graded, as JSON.
+func gradeRun(ctx context.Context, env Env, o gradeOptions) error {
+	inst, err := readInstance(o.Instance)
 	if err != nil {
 		return err
 	}
-	inst, err := readInstance(*instPath)
-	if err != nil {
-		return err
-	}
-	logData, err := os.ReadFile(*logPath)
+	logData, err := os.ReadFile(o.Log)
 	if err != nil {
 		return fmt.Errorf("grade: %w", err)
 	}
-	rep, err := gradeLog(&inst, string(logData), *parserName, reward.WeightsFrom(cfg.Reward))
+	rep, err := gradeLog(&inst, string(logData), o.Parser, reward.WeightsFrom(o.Config.Reward))
 	if err != nil {
 		return err
 	}

@@ -14,21 +14,30 @@ import (
 	"github.com/swetui/swetui/task"
 )
 
-// runPrepare implements `swetui prepare`: make the images a dataset needs
-// present on every Docker host of sandbox.hosts. The embedded suite's image
-// (sandbox.image) is built from its build context FROM the local base image;
-// other images (official SWE-bench instance images) are pulled.
-func runPrepare(ctx context.Context, env Env, args []string) error {
+// prepareOptions are `swetui prepare`'s inputs: the config, whose
+// data.source is the dataset (--dataset).
+type prepareOptions struct{ Config config.Config }
+
+func newPrepareOptions(env Env, args []string) (prepareOptions, error) {
 	fs := newFlags(env, "prepare")
 	load := configFlag(fs, env)
 	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
 	cfg, _, err := parseAndLoad(fs, load, args)
 	if err != nil {
-		return err
+		return prepareOptions{}, err
 	}
 	if *dataset != "" {
 		cfg.Data.Source = *dataset
 	}
+	return prepareOptions{cfg}, nil
+}
+
+// prepareRun implements `swetui prepare`: make the images a dataset needs
+// present on every Docker host of sandbox.hosts. The embedded suite's image
+// (sandbox.image) is built from its build context FROM the local base image;
+// other images (official SWE-bench instance images) are pulled.
+func prepareRun(ctx context.Context, env Env, o prepareOptions) error {
+	cfg := o.Config
 	sources, err := prepareSources(ctx, cfg)
 	if err != nil {
 		return err

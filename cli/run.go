@@ -14,16 +14,24 @@ import (
 	"github.com/swetui/swetui/ui"
 )
 
-// runRun implements `swetui run`: the training console, or its headless
-// printer when stdout is not a terminal or --headless is given.
-func runRun(ctx context.Context, env Env, args []string) error {
+// runOptions are `swetui run`'s inputs.
+type runOptions struct {
+	Config   config.Config
+	Headless bool // the line printer even on a terminal
+}
+
+func newRunOptions(env Env, args []string) (runOptions, error) {
 	fs := newFlags(env, "run")
 	load := configFlag(fs, env)
 	headless := fs.Bool("headless", false, "run without the console: one line per step on stdout")
 	cfg, _, err := parseAndLoad(fs, load, args)
-	if err != nil {
-		return err
-	}
+	return runOptions{Config: cfg, Headless: *headless}, err
+}
+
+// runRun implements `swetui run`: the training console, or its headless
+// printer when stdout is not a terminal or --headless is given.
+func runRun(ctx context.Context, env Env, o runOptions) error {
+	cfg := o.Config
 	if cfg.Run.Name == "" {
 		cfg.Run.Name = time.Now().Format("run-20060102-150405")
 	}
@@ -74,8 +82,8 @@ func runRun(ctx context.Context, env Env, args []string) error {
 		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("reaped %d containers left by earlier runs", n)})
 	}
 
-	if env.IsTerminal && !*headless {
-		uiErr := ui.Run(ctx, tr, sub.Events(), ui.Options{UI: cfg.UI, Drops: sub.Dropped})
+	if env.IsTerminal && !o.Headless {
+		uiErr := ui.Run(ctx, tr, sub.Events(), ui.Options{UI: cfg.UI, Drops: sub.Dropped, Input: env.Stdin, Output: env.Stdout})
 		tr.Stop()
 		sub.Close() // nobody watches any more: the bus drops for no one
 		err = <-done

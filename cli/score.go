@@ -66,8 +66,17 @@ type scoreReport struct {
 	Instances []scoreEntry `json:"instances"`
 }
 
-// runScore implements `swetui score`.
-func runScore(ctx context.Context, env Env, args []string) error {
+// scoreOptions are `swetui score`'s inputs; eval fills them too.
+type scoreOptions struct {
+	Config      config.Config // data.source is the dataset; sandbox.workers the docker parallelism
+	Predictions string        // a file, or gold or empty
+	Phase       string        // the reward phase (--mode)
+	Out         string        // report path; - for stdout, "" for none
+	Workers     int           // 0: sandbox.workers for docker, the CPU count otherwise
+}
+
+// newScoreOptions reads `swetui score`'s flags, overrides and config.
+func newScoreOptions(env Env, args []string) (scoreOptions, error) {
 	fs := newFlags(env, "score")
 	load := configFlag(fs, env)
 	predsArg := fs.String("predictions", "", "predictions (.jsonl or .json: instance_id, model_name_or_path, model_patch), or gold or empty (required)")
@@ -77,28 +86,33 @@ func runScore(ctx context.Context, env Env, args []string) error {
 	workers := fs.Int("workers", 0, "concurrent evaluations (default: sandbox.workers for docker, the CPU count otherwise)")
 	overrides, err := parseFlags(fs, args)
 	if err != nil {
-		return err
+		return scoreOptions{}, err
 	}
 	if *predsArg == "" {
-		return UsageErrorf("--predictions is required (a file, gold or empty)")
+		return scoreOptions{}, UsageErrorf("--predictions is required (a file, gold or empty)")
 	}
-	switch *mode {
-	case config.PhaseSyntax, config.PhaseApplyOnly, config.PhaseDocker:
-	default:
-		return UsageErrorf("--mode %q: want syntax, apply-only or docker", *mode)
+	if err := config.CheckPhase(*mode); err != nil {
+		return scoreOptions{}, UsageErrorf("--mode: %v", err)
 	}
 	if *workers < 0 {
-		return UsageErrorf("--workers %d: want at least 1", *workers)
+		return scoreOptions{}, UsageErrorf("--workers %d: want at least 1", *workers)
 	}
 	cfg, err := load(overrides)
 	if err != nil {
-		return err
+		return scoreOptions{}, err
 	}
 	if *dataset != "" {
 		cfg.Data.Source = *dataset
 	}
-	if *workers > 0 {
-		cfg.Sandbox.Workers = *workers
+	return scoreOptions{Config: cfg, Predictions: *predsArg, Phase: *mode, Out: *out, Workers: *workers}, nil
+}
+
+// scoreRun implements `swetui score`: it scores the predictions, prints the
+// summary and writes the report.
+func scoreRun(ctx context.Context, env Env, o scoreOptions) error {
+	cfg := o.Config
+	if o.Workers > 0 {
+		cfg.Sandbox.Workers = o.Workers
 	}
 	start := time.Now()
 
@@ -106,7 +120,7 @@ func runScore(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	preds, err := readPredictions(*predsArg, insts)
+	preds, err := readPredictions(o.Predictions, insts)
 	if err != nil {
 		return err
 	}
@@ -134,8 +148,8 @@ func runScore(ctx context.Context, env Env, args []string) error {
 		})
 	}
 	par := cfg.Sandbox.Workers
-	if *mode != config.PhaseDocker || par < 1 {
-		par = max(*workers, 1, min(8, len(preds)))
+	if o.Phase != config.PhaseDocker || par < 1 {
+		par = max(o.Workers, 1, min(8, len(preds)))
 	}
 	scorer.Parallel = par
 
@@ -153,7 +167,7 @@ func runScore(ctx context.Context, env Env, args []string) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			entries[i] = scoreOne(ctx, scorer, byID[p.InstanceID], p, *mode)
+			entries[i] = scoreOne(ctx, scorer, byID[p.InstanceID], p, o.Phase)
 			prog.step()
 		}()
 	}
@@ -164,26 +178,26 @@ func runScore(ctx context.Context, env Env, args []string) error {
 	}
 
 	rep := scoreReport{Summary: summarise(entries), Instances: entries}
-	rep.Summary.Dataset, rep.Summary.Predictions, rep.Summary.Mode = cfg.Data.Source, *predsArg, *mode
+	rep.Summary.Dataset, rep.Summary.Predictions, rep.Summary.Mode = cfg.Data.Source, o.Predictions, o.Phase
 	rep.Summary.WallSeconds = time.Since(start).Seconds()
 	printSummary(env.Stdout, rep.Summary)
-	switch *out {
+	switch o.Out {
 	case "":
 	case "-":
 		return writeJSON(env.Stdout, rep)
 	default:
-		f, err := os.Create(*out)
+		f, err := os.Create(o.Out)
 		if err != nil {
 			return fmt.Errorf("score: report: %w", err)
 		}
 		if err := writeJSON(f, rep); err != nil {
 			f.Close()
-			return fmt.Errorf("score: report %s: %w", *out, err)
+			return fmt.Errorf("score: report %s: %w", o.Out, err)
 		}
 		if err := f.Close(); err != nil {
-			return fmt.Errorf("score: report %s: %w", *out, err)
+			return fmt.Errorf("score: report %s: %w", o.Out, err)
 		}
-		fmt.Fprintf(env.Stdout, "report: %s\n", *out)
+		fmt.Fprintf(env.Stdout, "report: %s\n", o.Out)
 	}
 	if s := rep.Summary; s.Infra > 0 && s.Infra == s.Total-s.Errors {
 		for _, e := range entries {

@@ -6,20 +6,15 @@ import (
 	"os"
 	"time"
 
+	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/train"
 )
 
-// runSFT implements `swetui sft`: the supervised warm start on the training
+// sftRun implements `swetui sft`: the supervised warm start on the training
 // split's gold patches, with a progress line and the loss curve, writing the
 // checkpoint GRPO starts from (sft.out, default <run.out_dir>/sft).
-func runSFT(ctx context.Context, env Env, args []string) error {
-	fs := newFlags(env, "sft")
-	load := configFlag(fs, env)
-	cfg, _, err := parseAndLoad(fs, load, args)
-	if err != nil {
-		return err
-	}
+func sftRun(ctx context.Context, env Env, cfg config.Config) error {
 	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}

@@ -22,11 +22,12 @@
 //     (ParserFor, names shared with task's spec table) and graded as the
 //     official harness does (GradeStatuses); the 30 real harness reports in
 //     shared/realdata are reproduced exactly.
-//   - Weights.Compose turns the components into the reward; Result keeps every
-//     component so that a reward can be explained, and Result.Breakdown is
-//     what the trainer and the console show. Infrastructure failures are
+//   - Weights.Compose turns the components into the reward; the
+//     event.Verdict keeps every component, and the patch, so that a reward
+//     can be explained; the trainer, rollouts.jsonl, the score report and the
+//     console carry it as it is. Infrastructure failures are
 //     flagged (Infra), never scored as the model's.
 //
-// Scorer ties these together per GRPO group (Score, or Breakdowns for the
-// trainer's port); `swetui score` and `swetui grade` are built on it.
+// Scorer ties these together per GRPO group (Score is the trainer's Scorer
+// port as it is); `swetui score` and `swetui grade` are built on it.
 package reward

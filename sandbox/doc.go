@@ -22,8 +22,10 @@
 // ssh:// through `ssh host docker system dial-stdio`). Preparers create the
 // next containers while workers run the current ones; removal happens in the
 // background. A host that fails is taken out and probed again after
-// HostRetry; infrastructure failures are retried with backoff. State is a
-// snapshot shaped like train.PoolState; Subscribe streams log lines.
+// HostRetry; infrastructure failures are retried with backoff. The pool
+// publishes on Options.Events (package event): every evaluation's log
+// batches, its state when it changes, hosts going down and coming back, and
+// retries; State is the same snapshot on demand.
 //
 // Reap removes the managed containers whose owner process is gone (kill -9,
 // a crash) or whose deadline has passed, leaving live runs of other processes

@@ -37,8 +37,8 @@ func NewCurriculum(cfg config.Curriculum, dockerOK bool) *Curriculum {
 
 // Set switches to phase at step (a live switch), resetting the window.
 func (c *Curriculum) Set(phase string, step int) error {
-	if !slices.Contains(config.Phases, phase) {
-		return fmt.Errorf("set phase: %q is not one of %v", phase, config.Phases)
+	if err := config.CheckPhase(phase); err != nil {
+		return fmt.Errorf("set phase: %w", err)
 	}
 	c.Phase, c.Since, c.Hist, c.Rew = phase, step, nil, nil
 	return nil

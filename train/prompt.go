@@ -117,3 +117,23 @@ func GoldCompletion(patch string) string {
 	}
 	return "```diff\n" + patch + "```" + ImEnd
 }
+
+// FitPrompt keeps the end of prompt (the chat turn the reply follows) when
+// it would not leave reserve tokens free in a context of contextLen.
+func FitPrompt(prompt []int, contextLen, reserve int) []int {
+	if room := contextLen - reserve; len(prompt) > room {
+		return prompt[len(prompt)-max(room, 0):]
+	}
+	return prompt
+}
+
+// PromptTokens renders inst's prompt and encodes it to fit a context of
+// contextLen with maxNew tokens left for the reply: what GRPO and eval
+// sample from.
+func PromptTokens(ctx context.Context, p Prompter, tok Tokenizer, inst *task.Instance, contextLen, maxNew int) ([]int, error) {
+	text, err := p.Prompt(ctx, inst)
+	if err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
+	}
+	return FitPrompt(tok.Encode(text), contextLen, maxNew), nil
+}

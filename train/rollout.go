@@ -62,14 +62,10 @@ func (t *Trainer) sampleOptions() SampleOptions {
 // sampleGroup renders the task's prompt and draws G completions.
 func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur cursor) (*group, error) {
 	begin := time.Now()
-	text, err := t.d.Prompter.Prompt(ctx, inst)
-	if err != nil {
-		return nil, fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
-	}
 	opts := t.sampleOptions()
-	prompt := t.d.Tokenizer.Encode(text)
-	if room := t.cfg.Model.Context - opts.MaxNewTokens; len(prompt) > room {
-		prompt = prompt[len(prompt)-room:] // keep the end: the chat turn the reply follows
+	prompt, err := PromptTokens(ctx, t.d.Prompter, t.d.Tokenizer, inst, t.cfg.Model.Context, opts.MaxNewTokens)
+	if err != nil {
+		return nil, err
 	}
 	samples, version, err := t.sample(ctx, prompt, opts)
 	if err != nil {

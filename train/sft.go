@@ -104,11 +104,7 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 		if len(c) > d.MaxNew {
 			return false
 		}
-		pr := tok.Encode(prompt)
-		if room := d.Context - len(c); len(pr) > room {
-			pr = pr[len(pr)-room:]
-		}
-		ex.Seq = Sequence{Prompt: pr, Completion: c}
+		ex.Seq = Sequence{Prompt: FitPrompt(tok.Encode(prompt), d.Context, len(c)), Completion: c}
 		out = append(out, ex)
 		return true
 	}
