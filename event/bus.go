@@ -23,7 +23,7 @@ func (discard) Publish(Event) {}
 // Bus fans events out to subscribers (the console, the headless printer,
 // events.jsonl). A slow subscriber never stalls a producer: high-rate
 // events (completions, log batches, pool state, stage progress, step
-// starts) are dropped for a subscriber whose buffer is full, and the rare
+// starts, warm-start steps) are dropped for a subscriber whose buffer is full, and the rare
 // ones a consumer acts on (acks, phase changes, stops) wait up to
 // ImportantWait for room first. Every drop is counted per subscriber.
 type Bus struct {
@@ -97,7 +97,7 @@ func (b *Bus) Publish(ev Event) {
 	}
 	highRate := false
 	switch ev.(type) {
-	case CompletionScored, LogBatch, PoolState, StageChanged, StepStarted:
+	case CompletionScored, LogBatch, PoolState, StageChanged, StepStarted, SFTStep:
 		highRate = true
 	}
 	var timer *time.Timer

@@ -27,6 +27,21 @@ type StageChanged struct {
 	Detail   string
 }
 
+// SFTStep is one finished step of the supervised warm start (stage "sft"):
+// what the console charts before GRPO begins, and metrics.jsonl and
+// TensorBoard record under sft/*.
+type SFTStep struct {
+	Step, Steps int
+	Loss        float64 // mean token NLL of the step's batch (gold and synthetic replies)
+	// Heldout is the held-out split's gold-reply loss, measured every
+	// sft.heldout_every steps; HeldoutOK says whether this step measured it.
+	Heldout   float64
+	HeldoutOK bool
+	LR        float64
+	Elapsed   time.Duration // since the warm start (or its resumed part) began
+	Resumed   int           // steps done by an earlier, interrupted warm start
+}
+
 // StepStarted is sent when a step begins sampling.
 type StepStarted struct {
 	Step  int
@@ -140,6 +155,7 @@ type Stopped struct {
 func (RunInfo) event()          {}
 func (StageChanged) event()     {}
 func (StepStarted) event()      {}
+func (SFTStep) event()          {}
 func (StepFinished) event()     {}
 func (CompletionScored) event() {}
 func (LogBatch) event()         {}

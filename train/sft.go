@@ -192,6 +192,11 @@ func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExam
 			detail += fmt.Sprintf(" held-out %.3f", res.Heldout[k-1].NLL)
 		}
 		if publish != nil {
+			ev := event.SFTStep{Step: step, Steps: opts.Steps, Loss: nll / float64(n), Elapsed: time.Since(start)}
+			if k := len(res.Heldout); k > 0 && res.Heldout[k-1].Step == step {
+				ev.Heldout, ev.HeldoutOK = res.Heldout[k-1].NLL, true
+			}
+			publish(ev)
 			publish(event.StageChanged{Stage: "sft", Progress: float64(step) / float64(opts.Steps),
 				Detail: fmt.Sprintf("%s (%.1fs)", detail, time.Since(start).Seconds())})
 		}
