@@ -69,7 +69,9 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		Prompter: ws.prompter, Tasks: ws.tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
 		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
 	if cfg.Run.SFTFirst && cfg.Model.InitCkpt == "" {
-		deps.Warmup = warmup(ws, pol, ref)
+		if deps.Warmup, err = newSFTStage(ws, pol, ref); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
 	}
 	tr := train.New(cfg, deps)
 
@@ -101,38 +103,6 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		return fmt.Errorf("run: %w", err)
 	}
 	return nil
-}
-
-// warmup is the SFT stage of a fresh run: it loads <out>/sft when an
-// earlier run wrote it, else trains on the gold patches and writes it; then
-// the reference becomes the warmed-up policy and GRPO starts with a fresh
-// optimiser.
-func warmup(ws *workspace, pol *train.ModelPolicy, ref *train.ModelReference) func(context.Context, func(event.Event)) error {
-	return func(ctx context.Context, publish func(event.Event)) error {
-		dir := ws.sftDir()
-		if m, err := loadModel(dir, ws.tok); err == nil {
-			if err := pol.Model.CopyWeightsFrom(m); err != nil {
-				return fmt.Errorf("sft checkpoint %s: %w", dir, err)
-			}
-			publish(event.StageChanged{Stage: "sft", Progress: 1, Detail: "loaded " + dir})
-		} else {
-			sftPol, err := ws.newPolicy(pol.Model, ws.cfg.SFT.LR, ws.cfg.SFT.Steps)
-			if err != nil {
-				return err
-			}
-			res, err := ws.sft(ctx, sftPol, dir, publish)
-			if err != nil {
-				return err
-			}
-			heldout := ""
-			if k := len(res.Heldout); k > 0 {
-				heldout = fmt.Sprintf(" (held-out %.3f)", res.Heldout[k-1].NLL)
-			}
-			publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d examples (%d synthetic; %d gold patches too long), loss %.3f -> %.3f%s, saved %s",
-				len(res.Losses), res.Used, res.Synthetic, res.Skipped, res.Losses[0], res.Losses[len(res.Losses)-1], heldout, dir)})
-		}
-		return ref.Model.CopyWeightsFrom(pol.Model)
-	}
 }
 
 func hostsOf(cfg config.Config) []string {

@@ -32,7 +32,11 @@ func sftRun(ctx context.Context, env Env, cfg config.Config) error {
 	}
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
-	res, err := ws.sft(ctx, pol, ws.sftDir(), func(event.Event) { bar.step() })
+	res, err := ws.sft(ctx, pol, ws.sftDir(), 0, train.WarmupHooks{Publish: func(ev event.Event) {
+		if _, ok := ev.(event.SFTStep); ok {
+			bar.step()
+		}
+	}})
 	bar.done()
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)

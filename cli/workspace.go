@@ -195,9 +195,9 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*train.Mo
 	return p, nil
 }
 
-// sft runs the supervised warm start on pol and writes its checkpoint to
-// dir.
-func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string, publish func(event.Event)) (train.SFTResult, error) {
+// sft runs the supervised warm start on pol (from step start, when an
+// earlier one was cut short) and writes its checkpoint to dir.
+func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string, start int, h train.WarmupHooks) (train.SFTResult, error) {
 	c := ws.cfg
 	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, train.SFTData{
 		Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens, Synthetic: c.SFT.SyntheticPerTask, Seed: c.Run.Seed})
@@ -210,7 +210,7 @@ func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string
 	}
 	res, err := train.RunSFT(ctx, train.SFTOptions{Steps: c.SFT.Steps, BatchSize: c.SFT.BatchSize, Seed: c.Run.Seed,
 		Context: c.Model.Context, MaxNewTokens: c.Sample.MaxNewTokens, PromptWeight: c.SFT.PromptLossWeight,
-		Heldout: heldout, HeldoutEvery: c.SFT.HeldoutEvery}, pol, examples, publish)
+		Heldout: heldout, HeldoutEvery: c.SFT.HeldoutEvery, Start: start}, pol, examples, h)
 	res.Skipped = skipped
 	if err != nil {
 		return res, err

@@ -143,6 +143,7 @@ func Validate(cfg Config) error {
 	check(cfg.SFT.LR <= 0, "sft.lr", cfg.SFT.LR, "must be positive")
 	check(cfg.SFT.PromptLossWeight < 0, "sft.prompt_loss_weight", cfg.SFT.PromptLossWeight, "must be 0 (reply only) or more")
 	check(cfg.SFT.HeldoutEvery < 0, "sft.heldout_every", cfg.SFT.HeldoutEvery, "must be 0 (off) or more")
+	check(cfg.SFT.SaveEvery < 0, "sft.save_every", cfg.SFT.SaveEvery, "must be 0 (only when the run stops) or more")
 	check(cfg.SFT.SyntheticPerTask < 0, "sft.synthetic_per_task", cfg.SFT.SyntheticPerTask, "must be 0 (none) or more")
 	check(cfg.Watchdog.StallS < 0, "watchdog.stall_s", cfg.Watchdog.StallS, "must be 0 (off) or more")
 	check(cfg.Watchdog.BarrenEpochs < 0, "watchdog.barren_epochs", cfg.Watchdog.BarrenEpochs, "must be 0 (never stop) or more")

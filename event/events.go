@@ -60,20 +60,24 @@ type Metrics struct {
 	ResolvedRate  float64 `json:"reward/resolved_rate"`
 	HackRate      float64 `json:"reward/hack_rate"`
 	InfraFailures int     `json:"reward/infra_failures"`
-	FracZeroStd   float64 `json:"grpo/frac_reward_zero_std"`
-	Loss          float64 `json:"grpo/loss"`
-	KL            float64 `json:"grpo/kl"`
-	ClipFrac      float64 `json:"grpo/clip_frac"`
-	Entropy       float64 `json:"policy/entropy"`
-	GradNorm      float64 `json:"optim/grad_norm"`
-	LR            float64 `json:"optim/lr"`
-	Tokens        int     `json:"perf/tokens"`
-	SampleSeconds float64 `json:"perf/sample_s"` // in async mode: summed over the step's groups, overlapped
-	WaitSeconds   float64 `json:"perf/wait_s"`   // the trainer waiting for scored groups
-	RewardSeconds float64 `json:"perf/reward_s"`
-	TrainSeconds  float64 `json:"perf/train_s"`
-	StepSeconds   float64 `json:"perf/step_s"`
-	MaxAge        int     `json:"async/max_age"`
+	// Counts under the original recipe's dashboard names.
+	PatchesNonEmpty int     `json:"swebrl/patches_nonempty"`   // completions with a patch extracted
+	PatchesApplied  int     `json:"swebrl/patches_applied"`    // completions whose patch applied
+	TestsPassed     int     `json:"swebrl/tests_passed_total"` // FAIL_TO_PASS and PASS_TO_PASS tests passed, summed
+	FracZeroStd     float64 `json:"grpo/frac_reward_zero_std"`
+	Loss            float64 `json:"grpo/loss"`
+	KL              float64 `json:"grpo/kl"`
+	ClipFrac        float64 `json:"grpo/clip_frac"`
+	Entropy         float64 `json:"policy/entropy"`
+	GradNorm        float64 `json:"optim/grad_norm"`
+	LR              float64 `json:"optim/lr"`
+	Tokens          int     `json:"perf/tokens"`
+	SampleSeconds   float64 `json:"perf/sample_s"` // in async mode: summed over the step's groups, overlapped
+	WaitSeconds     float64 `json:"perf/wait_s"`   // the trainer waiting for scored groups
+	RewardSeconds   float64 `json:"perf/reward_s"`
+	TrainSeconds    float64 `json:"perf/train_s"`
+	StepSeconds     float64 `json:"perf/step_s"`
+	MaxAge          int     `json:"async/max_age"`
 }
 
 // StepFinished carries a finished step's metrics.

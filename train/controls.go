@@ -47,18 +47,28 @@ func (t *Trainer) SetPhase(phase string) {
 			return
 		}
 		t.publish(event.PhaseChanged{Step: t.st.Step, From: from, To: phase, Reason: "set by operator"})
+		if t.inWarmup {
+			t.warn(event.Info, fmt.Sprintf("phase %s takes effect when GRPO starts, after the warm start", phase))
+		}
 	})
 }
 
 // SetAuto turns the auto-curriculum on or off.
 func (t *Trainer) SetAuto(on bool) {
-	t.send(func() { t.st.Curriculum.Auto = on; t.publish(event.AutoChanged{Auto: on}) })
+	t.send(func() {
+		t.st.Curriculum.Auto = on
+		t.publish(event.AutoChanged{Auto: on})
+		if t.inWarmup {
+			t.warn(event.Info, fmt.Sprintf("auto-curriculum %s takes effect when GRPO starts, after the warm start", onOff(on)))
+		}
+	})
 }
 
-// SaveNow writes a checkpoint after the step in flight.
+// SaveNow writes a checkpoint after the step in flight (during the warm
+// start, the warm start's own).
 func (t *Trainer) SaveNow() {
 	t.send(func() {
-		if err := t.save(context.Background()); err != nil {
+		if err := t.saveNow(context.Background()); err != nil {
 			t.warn(event.Error, err.Error())
 		}
 	})
@@ -134,4 +144,11 @@ func (t *Trainer) loadCancel() context.CancelCauseFunc {
 	t.cancelMu.Lock()
 	defer t.cancelMu.Unlock()
 	return t.cancelRun
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

@@ -26,6 +26,9 @@ func rewardMetrics(groups []*group, stdEps float64) (event.Metrics, GroupStats) 
 			m.ApplyRate += b2f(v.Applied)
 			m.ResolvedRate += b2f(v.Resolved)
 			m.HackRate += b2f(len(v.Hacks) > 0)
+			m.PatchesNonEmpty += int(b2f(v.Patch != ""))
+			m.PatchesApplied += int(b2f(v.Applied))
+			m.TestsPassed += v.F2PPassed + v.P2PPassed
 			n++
 		}
 	}

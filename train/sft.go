@@ -26,6 +26,10 @@ type SFTOptions struct {
 	// warm start generalises or learns its examples by heart.
 	Heldout      []SFTExample
 	HeldoutEvery int
+	// Start is how many steps an earlier, interrupted warm start did (its
+	// saved state is already in the policy): the run goes on from step
+	// Start+1 on the same data order.
+	Start int
 }
 
 // LossPoint is a loss measured after Step optimiser steps.
@@ -139,9 +143,11 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 }
 
 // RunSFT minimises the gold completions' token NLL, and with PromptWeight
-// the prompts' too (see sftBatch). Progress goes
-// to publish as StageChanged("sft") events.
-func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExample, publish func(event.Event)) (SFTResult, error) {
+// the prompts' too (see sftBatch). Each step is published as an SFTStep
+// (and the stage's progress), then h.AfterStep runs; its error ends the warm
+// start. Both hooks may be nil.
+func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExample, h WarmupHooks) (SFTResult, error) {
+	publish := h.Publish
 	res := SFTResult{Used: len(examples)}
 	for _, e := range examples {
 		if e.Synthetic {
@@ -153,26 +159,32 @@ func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExam
 	}
 	epoch, pos := 0, 0
 	order := epochOrder(len(examples), opts.Seed, epoch)
+	next := func() Sequence {
+		if pos == len(order) {
+			epoch, pos = epoch+1, 0
+			order = epochOrder(len(examples), opts.Seed, epoch)
+		}
+		pos++
+		return examples[order[pos-1]].Seq
+	}
+	for range opts.Start * opts.BatchSize { // the batches the earlier run trained on
+		next()
+	}
 	start := time.Now()
-	for step := 1; step <= opts.Steps; step++ {
+	for step := opts.Start + 1; step <= opts.Steps; step++ {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("sft: %w", err)
 		}
 		batch := make([]Sequence, 0, opts.BatchSize)
 		for len(batch) < opts.BatchSize {
-			if pos == len(order) {
-				epoch, pos = epoch+1, 0
-				order = epochOrder(len(examples), opts.Seed, epoch)
-			}
-			batch = append(batch, examples[order[pos]].Seq)
-			pos++
+			batch = append(batch, next())
 		}
 		seqs, cot, n := sftBatch(batch, opts.PromptWeight)
 		logp, _, err := pol.Backward(ctx, seqs, cot)
 		if err != nil {
 			return res, fmt.Errorf("sft step %d: %w", step, err)
 		}
-		pol.Step()
+		_, lr := pol.Step()
 		nll := 0.0
 		for i, row := range logp {
 			for _, lp := range row[len(row)-len(batch[i].Completion):] {
@@ -191,14 +203,19 @@ func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExam
 		if k := len(res.Heldout); k > 0 {
 			detail += fmt.Sprintf(" held-out %.3f", res.Heldout[k-1].NLL)
 		}
+		ev := event.SFTStep{Step: step, Steps: opts.Steps, Loss: nll / float64(n), LR: lr, Elapsed: time.Since(start), Resumed: opts.Start}
 		if publish != nil {
-			ev := event.SFTStep{Step: step, Steps: opts.Steps, Loss: nll / float64(n), Elapsed: time.Since(start)}
 			if k := len(res.Heldout); k > 0 && res.Heldout[k-1].Step == step {
 				ev.Heldout, ev.HeldoutOK = res.Heldout[k-1].NLL, true
 			}
 			publish(ev)
 			publish(event.StageChanged{Stage: "sft", Progress: float64(step) / float64(opts.Steps),
 				Detail: fmt.Sprintf("%s (%.1fs)", detail, time.Since(start).Seconds())})
+		}
+		if h.AfterStep != nil {
+			if err := h.AfterStep(ctx, ev); err != nil {
+				return res, fmt.Errorf("sft step %d: %w", step, err)
+			}
 		}
 	}
 	return res, nil

@@ -28,7 +28,7 @@ func TestSFTLowersTheGoldNLL(t *testing.T) {
 		t.Fatal(err)
 	}
 	near(t, "held-out NLL before training", before, 1.791759469)
-	res, err := RunSFT(context.Background(), SFTOptions{Steps: 20, BatchSize: 2, Seed: 1, Heldout: ex, HeldoutEvery: 8}, pol, ex, nil)
+	res, err := RunSFT(context.Background(), SFTOptions{Steps: 20, BatchSize: 2, Seed: 1, Heldout: ex, HeldoutEvery: 8}, pol, ex, WarmupHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestSFTSkipsTooLongGold(t *testing.T) {
 	if err != nil || len(ex) != 0 || skipped != 1 {
 		t.Fatalf("examples %v skipped %d err %v", ex, skipped, err)
 	}
-	if _, err := RunSFT(context.Background(), SFTOptions{Steps: 1, BatchSize: 1, MaxNewTokens: 0}, newBandit(2, 1, 1), ex, nil); err == nil {
+	if _, err := RunSFT(context.Background(), SFTOptions{Steps: 1, BatchSize: 1, MaxNewTokens: 0}, newBandit(2, 1, 1), ex, WarmupHooks{}); err == nil {
 		t.Fatal("want an error with no usable example")
 	}
 }

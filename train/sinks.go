@@ -1,56 +1,98 @@
 package train
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/internal/durable"
 )
 
 // Sinks write a run's record under run.out_dir: metrics.jsonl (one line per
-// step), rollouts.jsonl (every scored completion) and TensorBoard scalars.
+// GRPO step and per warm-start step), rollouts.jsonl (every scored
+// completion) and TensorBoard scalars. Every line is whole and flushed as it
+// is written; a resumed run first drops what it is about to write again
+// (see Cut), so each step is recorded once however often the run was killed.
 type Sinks struct {
-	metrics, rollouts *os.File
-	mw, rw            *bufio.Writer
+	metrics, rollouts *durable.Log
 	tb                *TensorBoard
 }
 
-// OpenSinks opens (appending) the record files in dir.
-func OpenSinks(dir string) (*Sinks, error) {
+// Cut is where a resumed run's history ends: GRPO steps after GRPOStep and
+// warm-start steps after SFTStep were written after the checkpoint it
+// resumes from, and are written again.
+type Cut struct {
+	GRPOStep, SFTStep int
+}
+
+// Keep reports whether a history line (metrics, rollouts or events) is
+// before the cut. A line that is not JSON is damaged and dropped.
+func (c Cut) Keep(line []byte) bool {
+	var k struct {
+		Step    *int `json:"step"`
+		SFTStep *int `json:"sft_step"`
+	}
+	if json.Unmarshal(line, &k) != nil {
+		return false
+	}
+	switch {
+	case k.SFTStep != nil:
+		return *k.SFTStep <= c.SFTStep
+	case k.Step != nil:
+		return *k.Step <= c.GRPOStep
+	}
+	return true
+}
+
+// keepScalars is Keep for a TensorBoard event: warm-start scalars are tagged
+// sft/*.
+func (c Cut) keepScalars(tags []string, step int64) bool {
+	if strings.HasPrefix(tags[0], "sft/") {
+		return step <= int64(c.SFTStep)
+	}
+	return step <= int64(c.GRPOStep)
+}
+
+// OpenSinks opens (appending) the record files in dir. With a cut (a
+// resumed run or warm start) the history after it is dropped first; torn
+// last lines are always repaired.
+func OpenSinks(dir string, cut *Cut) (*Sinks, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open sinks: %w", err)
 	}
-	open := func(name string) (*os.File, error) {
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
+	var keep func([]byte) bool
+	if cut != nil {
+		keep = cut.Keep
+		if err := RepairTensorBoard(filepath.Join(dir, "tb"), cut.keepScalars); err != nil {
 			return nil, fmt.Errorf("open sinks: %w", err)
 		}
-		return f, nil
 	}
 	s := &Sinks{}
 	var err error
-	if s.metrics, err = open("metrics.jsonl"); err != nil {
-		return nil, err
+	if s.metrics, _, err = durable.OpenLog(filepath.Join(dir, "metrics.jsonl"), keep); err != nil {
+		return nil, fmt.Errorf("open sinks: %w", err)
 	}
-	if s.rollouts, err = open("rollouts.jsonl"); err != nil {
+	if s.rollouts, _, err = durable.OpenLog(filepath.Join(dir, "rollouts.jsonl"), keep); err != nil {
 		s.metrics.Close()
-		return nil, err
+		return nil, fmt.Errorf("open sinks: %w", err)
 	}
 	if s.tb, err = NewTensorBoard(filepath.Join(dir, "tb")); err != nil {
 		s.metrics.Close()
 		s.rollouts.Close()
 		return nil, err
 	}
-	s.mw, s.rw = bufio.NewWriter(s.metrics), bufio.NewWriter(s.rollouts)
 	return s, nil
 }
 
-// MetricsLine is one line of metrics.jsonl.
+// MetricsLine is one GRPO line of metrics.jsonl.
 type MetricsLine struct {
+	Stage   string    `json:"stage"` // "grpo"
 	Step    int       `json:"step"`
 	Phase   string    `json:"phase"`
 	Version int       `json:"version"`
@@ -58,27 +100,78 @@ type MetricsLine struct {
 	event.Metrics
 }
 
-// Metrics appends one step's metrics and flushes, so a reader (or a crash)
-// sees whole lines.
+// SFTLine is one warm-start line of metrics.jsonl.
+type SFTLine struct {
+	Stage       string    `json:"stage"` // "sft"
+	SFTStep     int       `json:"sft_step"`
+	Time        time.Time `json:"time"`
+	Loss        float64   `json:"sft/loss"`
+	Heldout     *float64  `json:"sft/heldout_loss,omitempty"`
+	LR          float64   `json:"sft/lr"`
+	StepsPerSec float64   `json:"sft/steps_per_s"`
+}
+
+// swebrlAliases are the names the original recipe's dashboards read, written
+// beside ours: each is the metric it names, or a count derived from the step.
+var swebrlAliases = map[string]string{
+	"swebrl/reward_mean":   "reward/mean",
+	"swebrl/kl":            "grpo/kl",
+	"swebrl/reward_time_s": "perf/reward_s",
+	"swebrl/sample_time_s": "perf/sample_s",
+}
+
+// Metrics appends one GRPO step's metrics (and the recipe's swebrl/* names)
+// to metrics.jsonl and TensorBoard.
 func (s *Sinks) Metrics(step int, phase string, version int, m event.Metrics) error {
 	now := time.Now()
-	line, err := json.Marshal(MetricsLine{Step: step, Phase: phase, Version: version, Time: now, Metrics: m})
+	line, err := json.Marshal(MetricsLine{Stage: "grpo", Step: step, Phase: phase, Version: version, Time: now, Metrics: m})
 	if err != nil {
 		return fmt.Errorf("write metrics: %w", err)
 	}
-	if err := writeLine(s.mw, line); err != nil {
+	var flat map[string]any
+	if err := json.Unmarshal(line, &flat); err != nil {
+		return fmt.Errorf("write metrics: %w", err)
+	}
+	for alias, name := range swebrlAliases {
+		flat[alias] = flat[name]
+	}
+	if line, err = json.Marshal(flat); err != nil {
+		return fmt.Errorf("write metrics: %w", err)
+	}
+	if err := s.metrics.Append(line); err != nil {
 		return fmt.Errorf("write metrics: %w", err)
 	}
 	scalars := map[string]float64{}
-	var flat map[string]any
-	if err := json.Unmarshal(line, &flat); err == nil {
-		for k, v := range flat {
-			if f, ok := v.(float64); ok && k != "step" && k != "version" {
-				scalars[k] = f
-			}
+	for k, v := range flat {
+		if f, ok := v.(float64); ok && k != "step" && k != "version" {
+			scalars[k] = f
 		}
 	}
 	return s.tb.Scalars(step, now, scalars)
+}
+
+// SFTMetrics appends one warm-start step to metrics.jsonl and TensorBoard
+// (tags sft/*, at the warm-start step).
+func (s *Sinks) SFTMetrics(ev event.SFTStep) error {
+	now := time.Now()
+	l := SFTLine{Stage: "sft", SFTStep: ev.Step, Time: now, Loss: ev.Loss, LR: ev.LR}
+	if done := ev.Step - ev.Resumed; done > 0 && ev.Elapsed > 0 {
+		l.StepsPerSec = float64(done) / ev.Elapsed.Seconds()
+	}
+	scalars := map[string]float64{"sft/loss": ev.Loss, "sft/lr": ev.LR, "sft/steps_per_s": l.StepsPerSec}
+	if ev.HeldoutOK && !math.IsNaN(ev.Heldout) {
+		h := ev.Heldout
+		l.Heldout = &h
+		scalars["sft/heldout_loss"] = h
+	}
+	line, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("write metrics: %w", err)
+	}
+	if err := s.metrics.Append(line); err != nil {
+		return fmt.Errorf("write metrics: %w", err)
+	}
+	return s.tb.Scalars(ev.Step, now, scalars)
 }
 
 // Rollout appends one scored completion.
@@ -87,26 +180,13 @@ func (s *Sinks) Rollout(ev event.CompletionScored) error {
 	if err != nil {
 		return fmt.Errorf("write rollout: %w", err)
 	}
-	if err := writeLine(s.rw, line); err != nil {
+	if err := s.rollouts.Append(line); err != nil {
 		return fmt.Errorf("write rollout: %w", err)
 	}
 	return nil
 }
 
-func writeLine(w *bufio.Writer, line []byte) error {
-	if _, err := w.Write(append(line, '\n')); err != nil {
-		return err
-	}
-	return w.Flush()
-}
-
 // Close flushes and closes every file.
 func (s *Sinks) Close() error {
-	var first error
-	for _, c := range []func() error{s.mw.Flush, s.rw.Flush, s.metrics.Close, s.rollouts.Close, s.tb.Close} {
-		if err := c(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return errors.Join(s.metrics.Close(), s.rollouts.Close(), s.tb.Close())
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/swetui/swetui/internal/durable"
 )
 
 // TensorBoard writes scalar summaries in TensorBoard's event-file format: TFRecord
@@ -123,4 +125,130 @@ func appendBytes(b []byte, field int, v []byte) []byte {
 	b = appendVarint(b, uint64(field)<<3|2)
 	b = appendVarint(b, uint64(len(v)))
 	return append(b, v...)
+}
+
+// RepairTensorBoard rewrites the event files in dir without a torn last
+// record and without the events keep rejects (the steps a resumed run is
+// about to write again), each file atomically. keep sees an event's scalar
+// tags and step; the file_version record is always kept.
+func RepairTensorBoard(dir string, keep func(tags []string, step int64) bool) error {
+	files, err := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if err != nil {
+		return fmt.Errorf("tensorboard: %w", err)
+	}
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("tensorboard: %w", err)
+		}
+		var out []byte
+		changed := false
+		for rest := data; len(rest) > 0; {
+			rec, n, ok := readRecord(rest)
+			if !ok {
+				changed = true // torn or damaged: the rest is lost
+				break
+			}
+			tags, step := eventTagsAndStep(rec)
+			if len(tags) > 0 && !keep(tags, step) {
+				changed = true
+			} else {
+				out = append(out, rest[:n]...)
+			}
+			rest = rest[n:]
+		}
+		if changed {
+			if err := durable.ReplaceFile(path, out); err != nil {
+				return fmt.Errorf("tensorboard: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// readRecord reads one TFRecord frame: its data and the frame's length.
+func readRecord(b []byte) (data []byte, n int, ok bool) {
+	if len(b) < 12 {
+		return nil, 0, false
+	}
+	size := binary.LittleEndian.Uint64(b[:8])
+	if binary.LittleEndian.Uint32(b[8:12]) != maskedCRC(b[:8]) || size > uint64(len(b)-16) {
+		return nil, 0, false
+	}
+	data = b[12 : 12+size]
+	if binary.LittleEndian.Uint32(b[12+size:16+size]) != maskedCRC(data) {
+		return nil, 0, false
+	}
+	return data, int(16 + size), true
+}
+
+// eventTagsAndStep decodes an Event's step (field 2) and its summary's
+// value tags (field 5 → 1 → 1): the few fields Scalars writes.
+func eventTagsAndStep(ev []byte) (tags []string, step int64) {
+	for _, f := range protoFields(ev) {
+		switch f.num {
+		case 2:
+			step = int64(f.varint)
+		case 5:
+			for _, v := range protoFields(f.bytes) {
+				if v.num != 1 {
+					continue
+				}
+				for _, t := range protoFields(v.bytes) {
+					if t.num == 1 {
+						tags = append(tags, string(t.bytes))
+					}
+				}
+			}
+		}
+	}
+	return tags, step
+}
+
+type protoField struct {
+	num    int
+	varint uint64
+	bytes  []byte
+}
+
+// protoFields splits a protobuf message into its fields (varint, 64-bit,
+// length-delimited and 32-bit wire types); it stops at anything malformed.
+func protoFields(b []byte) []protoField {
+	var out []protoField
+	for len(b) > 0 {
+		key, n := binary.Uvarint(b)
+		if n <= 0 {
+			return out
+		}
+		b = b[n:]
+		f := protoField{num: int(key >> 3)}
+		switch key & 7 {
+		case 0:
+			v, n := binary.Uvarint(b)
+			if n <= 0 {
+				return out
+			}
+			f.varint, b = v, b[n:]
+		case 1:
+			if len(b) < 8 {
+				return out
+			}
+			b = b[8:]
+		case 2:
+			l, n := binary.Uvarint(b)
+			if n <= 0 || l > uint64(len(b)-n) {
+				return out
+			}
+			f.bytes, b = b[n:n+int(l)], b[n+int(l):]
+		case 5:
+			if len(b) < 4 {
+				return out
+			}
+			b = b[4:]
+		default:
+			return out
+		}
+		out = append(out, f)
+	}
+	return out
 }

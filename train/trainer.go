@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -27,9 +28,8 @@ type Deps struct {
 	// Events receives the run's events (DESIGN.md §4); nil discards them.
 	Events event.Publisher
 	// Warmup, when set, runs before GRPO on a run that did not resume from a
-	// checkpoint (the SFT warm start), publishing its progress on the run's
-	// event stream.
-	Warmup func(ctx context.Context, publish func(event.Event)) error
+	// GRPO checkpoint: the SFT warm start, as a stage of the run.
+	Warmup Warmup
 	// DockerOK says whether the docker phase can run.
 	DockerOK bool
 	// Info fills the RunInfo event's BLAS and Hosts.
@@ -45,12 +45,13 @@ type Trainer struct {
 	ctrl chan func()
 
 	// Loop state, owned by the Run goroutine.
-	st     State
-	src    source
-	model  sync.Mutex // serialises updates with live-weight sampling and checkpoint saves (async samples a snapshot)
-	phase  atomic.Value
-	paused bool
-	stop   bool
+	st       State
+	src      source
+	model    sync.Mutex // serialises updates with live-weight sampling and checkpoint saves (async samples a snapshot)
+	phase    atomic.Value
+	paused   bool
+	stop     bool
+	inWarmup bool // the warm-start stage runs: saves and phase keys mean something else
 
 	cancelMu      sync.Mutex
 	cancelRun     context.CancelCauseFunc
@@ -111,14 +112,23 @@ func (t *Trainer) Run(parent context.Context) error {
 // run is Run's body: it returns why the run ended, or the error that ended
 // it.
 func (t *Trainer) run(ctx context.Context) (reason string, err error) {
-	if t.sinks, err = OpenSinks(t.cfg.Run.OutDir); err != nil {
-		return "", err
-	}
-	defer t.sinks.Close()
 	resumed, err := t.resume(ctx)
 	if err != nil {
 		return "", err
 	}
+	// A resumed run (or warm start) drops the history written after the
+	// state it resumes from: it is about to write those steps again.
+	var cut *Cut
+	switch {
+	case resumed:
+		cut = &Cut{GRPOStep: t.st.Step, SFTStep: math.MaxInt}
+	case t.d.Warmup != nil && t.d.Warmup.Done() > 0:
+		cut = &Cut{SFTStep: t.d.Warmup.Done()}
+	}
+	if t.sinks, err = OpenSinks(t.cfg.Run.OutDir, cut); err != nil {
+		return "", err
+	}
+	defer t.sinks.Close()
 	if len(t.d.Tasks) == 0 {
 		return "", errors.New("train: no tasks to train on (check data.source, data.split and the include/exclude lists)")
 	}
@@ -126,8 +136,7 @@ func (t *Trainer) run(ctx context.Context) (reason string, err error) {
 		Phase: t.st.Curriculum.Phase, Auto: t.st.Curriculum.Auto, BLAS: t.d.BLAS, Hosts: t.d.Hosts,
 		GroupSize: t.cfg.GRPO.GroupSize, Started: t.started})
 	if !resumed && t.d.Warmup != nil {
-		t.publish(event.StageChanged{Stage: "sft"})
-		if err := t.d.Warmup(ctx, t.publish); err != nil {
+		if err := t.warmup(ctx); err != nil {
 			if ctx.Err() != nil {
 				return stopReason(ctx), nil
 			}

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/internal/durable"
+	"github.com/swetui/swetui/train"
+)
+
+// sftStage is a run's warm start (train.Warmup): it loads <out>/sft when an
+// earlier run finished it, continues <out>/sft-partial when one was cut
+// short, else trains from scratch; then the reference becomes the warmed-up
+// policy and GRPO starts with a fresh optimiser. While it trains its state
+// is saved every sft.save_every steps and at stop.
+type sftStage struct {
+	ws      *workspace
+	pol     *train.ModelPolicy // GRPO's policy: it shares the weights
+	ref     *train.ModelReference
+	sftPol  *train.ModelPolicy // the warm start's own optimiser and schedule
+	done    int                // steps finished, saved or not
+	saved   int                // steps in the partial checkpoint
+	loaded  bool               // a finished warm start was found
+	lastErr error
+}
+
+// partialState is the partial checkpoint's state.json.
+type partialState struct {
+	Step  int `json:"step"`
+	Steps int `json:"steps"`
+}
+
+const partialStateFile = "state.json"
+
+func (ws *workspace) partialSFTDir() string { return ws.sftDir() + "-partial" }
+
+// newSFTStage finds where the warm start stands.
+func newSFTStage(ws *workspace, pol *train.ModelPolicy, ref *train.ModelReference) (*sftStage, error) {
+	sftPol, err := ws.newPolicy(pol.Model, ws.cfg.SFT.LR, ws.cfg.SFT.Steps)
+	if err != nil {
+		return nil, err
+	}
+	s := &sftStage{ws: ws, pol: pol, ref: ref, sftPol: sftPol}
+	if _, err := os.Stat(filepath.Join(ws.sftDir(), "config.json")); err == nil {
+		s.loaded, s.done = true, ws.cfg.SFT.Steps
+		return s, nil
+	}
+	data, err := os.ReadFile(filepath.Join(ws.partialSFTDir(), partialStateFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return s, nil
+	case err != nil:
+		return nil, fmt.Errorf("warm start %s: %w", ws.partialSFTDir(), err)
+	}
+	var st partialState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("warm start %s: %s: %w", ws.partialSFTDir(), partialStateFile, err)
+	}
+	if st.Steps != ws.cfg.SFT.Steps {
+		// Another schedule: its learning rate does not continue this one.
+		return s, nil
+	}
+	if err := sftPol.Load(context.Background(), ws.partialSFTDir()); err != nil {
+		return nil, fmt.Errorf("warm start %s: %w (remove it to start the warm start afresh)", ws.partialSFTDir(), err)
+	}
+	s.done, s.saved = st.Step, st.Step
+	return s, nil
+}
+
+// Done implements train.Warmup.
+func (s *sftStage) Done() int { return s.done }
+
+// Run implements train.Warmup.
+func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
+	ws := s.ws
+	dir := ws.sftDir()
+	if s.loaded {
+		m, err := loadModel(dir, ws.tok)
+		if err != nil {
+			return fmt.Errorf("sft checkpoint %s: %w", dir, err)
+		}
+		if err := s.pol.Model.CopyWeightsFrom(m); err != nil {
+			return fmt.Errorf("sft checkpoint %s: %w", dir, err)
+		}
+		h.Publish(event.StageChanged{Stage: "sft", Progress: 1, Detail: "loaded " + dir})
+		return s.ref.Model.CopyWeightsFrom(s.pol.Model)
+	}
+	if s.done > 0 {
+		h.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("warm start: continuing from step %d of %d (%s)", s.done, ws.cfg.SFT.Steps, ws.partialSFTDir())})
+	}
+	every := ws.cfg.SFT.SaveEvery
+	after := h.AfterStep
+	h.AfterStep = func(ctx context.Context, ev event.SFTStep) error {
+		s.done = ev.Step
+		if every > 0 && ev.Step%every == 0 && ev.Step < ev.Steps {
+			if err := s.Save(ctx); err != nil {
+				h.Publish(event.Message{Level: event.Error, Time: time.Now(), Text: err.Error()})
+			}
+		}
+		if after != nil {
+			return after(ctx, ev)
+		}
+		return nil
+	}
+	res, err := ws.sft(ctx, s.sftPol, dir, s.done, h)
+	if err != nil {
+		return err
+	}
+	os.RemoveAll(ws.partialSFTDir())
+	heldout := ""
+	if k := len(res.Heldout); k > 0 {
+		heldout = fmt.Sprintf(" (held-out %.3f)", res.Heldout[k-1].NLL)
+	}
+	if n := len(res.Losses); n > 0 {
+		h.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d examples (%d synthetic; %d gold patches too long), loss %.3f -> %.3f%s, saved %s",
+			ws.cfg.SFT.Steps, res.Used, res.Synthetic, res.Skipped, res.Losses[0], res.Losses[n-1], heldout, dir)})
+	}
+	return s.ref.Model.CopyWeightsFrom(s.pol.Model)
+}
+
+// Save implements train.Warmup: the warm start's weights, optimiser and
+// step go to <out>/sft-partial, replaced atomically.
+func (s *sftStage) Save(ctx context.Context) error {
+	if s.loaded || s.done == s.saved || s.done >= s.ws.cfg.SFT.Steps {
+		return nil
+	}
+	dir := s.ws.partialSFTDir()
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("save warm start: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, ".sft-partial-")
+	if err != nil {
+		return fmt.Errorf("save warm start: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := s.sftPol.Save(ctx, tmp); err != nil {
+		return fmt.Errorf("save warm start: %w", err)
+	}
+	state, _ := json.Marshal(partialState{Step: s.done, Steps: s.ws.cfg.SFT.Steps})
+	if err := durable.WriteFile(filepath.Join(tmp, partialStateFile), state); err != nil {
+		return fmt.Errorf("save warm start: %w", err)
+	}
+	if err := durable.SyncDir(tmp); err != nil {
+		return fmt.Errorf("save warm start: %w", err)
+	}
+	old := dir + ".old"
+	os.RemoveAll(old)
+	if err := os.Rename(dir, old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("save warm start: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("save warm start: %w", err)
+	}
+	os.RemoveAll(old)
+	if err := durable.SyncDir(parent); err != nil {
+		return fmt.Errorf("save warm start: %w", err)
+	}
+	s.saved = s.done
+	return nil
+}
+
+var _ train.Warmup = (*sftStage)(nil)
