@@ -16,20 +16,20 @@ type plan struct {
 	arenas   []Tensor
 	bytes    int
 
-	tok, pos              Tensor // i32 [N]
-	rows, tgt             Tensor // i32 [N]: rows with a target, and the target
-	cot, out, lse         Tensor // f32 [2N], [2N], [N] over those rows
-	x, xm                 []Tensor
-	rstd1, rstd2          []Tensor
-	h1, h2, q, k, v, o    []Tensor
-	g, u, alse            []Tensor
-	tmp, s                Tensor
-	rstdF, hF, hsel       Tensor
-	logits, dlogits       Tensor
-	dx, dxa, ds, dg, du   Tensor
-	dh, do, dq, dk, dv    Tensor
-	delta, dhF, dhsel     Tensor
-	ssq                   Tensor // f32 [SumSquaresParts]
+	tok, pos               Tensor // i32 [N]
+	rows, tgt              Tensor // i32 [N]: rows with a target, and the target
+	cot, out, lse          Tensor // f32 [2N], [2N], [N] over those rows
+	x, xm                  []Tensor
+	rstd1, rstd2           []Tensor
+	h1, h2, q, k, v, o     []Tensor
+	g, u, alse             []Tensor
+	tmp, s                 Tensor
+	rstdF, hF, hsel        Tensor
+	logits, dlogits        Tensor
+	dx, dxa, ds, dg, du    Tensor
+	dh, do, dq, dk, dv     Tensor
+	delta, dhF, dhsel      Tensor
+	ssq                    Tensor // f32 [SumSquaresParts]
 	cfgL, cfgD, cfgF, cfgV int
 }
 
