@@ -80,6 +80,13 @@ func NewEngine(dev Device, m *model.Model, o Options) (*Engine, error) {
 	if err := e.index(m); err != nil {
 		return nil, err
 	}
+	// Compile the kernels for this model before anything runs, so that a
+	// source or head-size problem shows here.
+	if c, ok := dev.(interface{ Compile(DType, int) error }); ok {
+		if err := c.Compile(o.Act, cfg.HeadDim); err != nil {
+			return nil, fmt.Errorf("cuda engine: %w", err)
+		}
+	}
 	err := dev.Do(func() error {
 		var err error
 		alloc := func(dst *Tensor, dt DType, n int) {
