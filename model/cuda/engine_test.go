@@ -2,8 +2,11 @@ package cuda
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -213,5 +216,37 @@ func TestEngineMatchesGorgonia(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeviceCheckConfigs: the config.json files the device check gives
+// PyTorch describe the architectures the Go side benchmarks.
+func TestDeviceCheckConfigs(t *testing.T) {
+	cases := []struct {
+		file string
+		want model.Config
+	}{
+		{"qwen2.5-coder-0.5b.json", qwen05B()},
+		{"default-model.json", model.ConfigFrom(config.Default().Model)},
+	}
+	for _, tc := range cases {
+		b, err := os.ReadFile(filepath.Join("devicecheck", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got model.Config
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := tc.want
+		if tc.file == "qwen2.5-coder-0.5b.json" {
+			want.Context = got.Context // the real model's 32768; the Go bench keeps 4096 of it
+		}
+		if want.HeadDim == 0 {
+			want.HeadDim = want.DModel / want.Heads
+		}
+		if got != want {
+			t.Errorf("%s: %+v, Go side benchmarks %+v", tc.file, got, want)
+		}
 	}
 }
