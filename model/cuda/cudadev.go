@@ -114,7 +114,8 @@ func OpenCUDA(ctx context.Context, ordinal int, l *Loader) (*CUDADevice, error) 
 	return d, nil
 }
 
-// Info implements Device; FreeBytes is read now.
+// Info implements Device; FreeBytes is read now (it enters Do: do not
+// call it from inside Do).
 func (d *CUDADevice) Info() Info {
 	i := d.info
 	_ = d.Do(func() error {
