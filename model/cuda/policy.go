@@ -26,7 +26,7 @@ type Policy struct {
 	Stop []int
 
 	rngMu sync.Mutex
-	PCG   *rand.PCG // the sampler's random source (checkpointed by the caller)
+	pcg   *rand.PCG // the sampler's random source (RNGState for checkpoints)
 	rng   *rand.Rand
 
 	snapMu sync.Mutex
@@ -54,8 +54,8 @@ func NewPolicy(dev Device, m *model.Model, act DType, opt *model.AdamW, sched mo
 			return nil, err
 		}
 	}
-	p := &Policy{Engine: e, Optim: opt, Schedule: sched, GradClip: gradClip, Stop: stop, PCG: rand.NewPCG(seed, 0x5a4d)}
-	p.rng = rand.New(p.PCG)
+	p := &Policy{Engine: e, Optim: opt, Schedule: sched, GradClip: gradClip, Stop: stop, pcg: rand.NewPCG(seed, 0x5a4d)}
+	p.rng = rand.New(p.pcg)
 	return p, nil
 }
 
@@ -201,6 +201,20 @@ func (p *Policy) publishSnapshot() error {
 	}
 	p.snapMu.Unlock()
 	return nil
+}
+
+// RNGState is the sampler's random source, for a checkpoint's extra files.
+func (p *Policy) RNGState() ([]byte, error) {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	return p.pcg.MarshalBinary()
+}
+
+// SetRNGState restores what RNGState returned.
+func (p *Policy) SetRNGState(b []byte) error {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	return p.pcg.UnmarshalBinary(b)
 }
 
 // Sync copies the device's weights and AdamW moments into m and p.Optim

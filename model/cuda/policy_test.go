@@ -88,8 +88,21 @@ func TestPolicyGRPOStep(t *testing.T) {
 	if err != nil || version != 1 {
 		t.Errorf("snapshot after Step: version %d, %v", version, err)
 	}
-	if _, err := p.Sample(ctx, prompt, 2, model.SampleOptions{Temperature: 0.9, MaxNewTokens: 4}); err != nil {
-		t.Error(err)
+	// The sampler's random source round-trips through a checkpoint.
+	st, err := p.RNGState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.Sample(ctx, prompt, 2, model.SampleOptions{Temperature: 0.9, MaxNewTokens: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetRNGState(st); err != nil {
+		t.Fatal(err)
+	}
+	again, err := p.Sample(ctx, prompt, 2, model.SampleOptions{Temperature: 0.9, MaxNewTokens: 6})
+	if err != nil || !slices.Equal(a[1].Tokens, again[1].Tokens) {
+		t.Errorf("sampling after restoring the RNG: %v vs %v (%v)", again[1].Tokens, a[1].Tokens, err)
 	}
 	r, err := NewReference(NewCPU(), ref, F32, 0.9)
 	if err != nil {
