@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build build-blas test check setup bench
+.PHONY: build build-blas test check setup bench gpu-check cuda-lint
 
 # The default build is pure Go; build-blas links OpenBLAS (Debian's
 # libopenblas-dev, cgo) for about 4x faster training on CPU.
@@ -29,3 +29,22 @@ check:
 bench:
 	$(GO) test ./model -run '^$$' -bench . -benchtime 5x
 	CGO_ENABLED=1 $(GO) test -tags blas ./model -run '^$$' -bench . -benchtime 5x
+
+# The device check: builds here what a GPU machine without Go runs (the
+# model/cuda test binary, pure Go, and the scripts of
+# model/cuda/devicecheck). There: bash gpucheck-bundle/run.sh, results in
+# $$OUT (default gpucheck-bundle/out), summary.md first.
+gpu-check:
+	rm -rf gpucheck-bundle && mkdir -p gpucheck-bundle
+	CGO_ENABLED=0 $(GO) test -c -ldflags='-s -w' -o gpucheck-bundle/cuda.test ./model/cuda
+	cp model/cuda/devicecheck/run.sh model/cuda/devicecheck/*.py model/cuda/devicecheck/*.json gpucheck-bundle/
+	@du -sh gpucheck-bundle
+
+# Compiles the CUDA kernels to PTX with clang (apt-get install clang; no
+# CUDA toolkit needed) for each head size and both precisions: the syntax
+# and type check available without a GPU. Not part of `make test`.
+cuda-lint:
+	@for bf in 0 1; do for hd in 8 16 32 64 128 256; do \
+	  cat model/cuda/devicecheck/clang_prelude.h model/cuda/kernels.cu | clang -x cuda --cuda-gpu-arch=sm_80 \
+	    -nocudainc -nocudalib --cuda-device-only -S -O2 -Wall -Werror -DSWETUI_BF16=$$bf -DSWETUI_HD=$$hd -o /dev/null - \
+	    || exit 1; done; done; echo "kernels.cu compiles (clang, sm_80, bf16 0/1, head sizes 8-256)"

@@ -63,6 +63,10 @@ type Model struct {
 	RopeTheta float64 `toml:"rope_theta"`
 	InitCkpt  string  `toml:"init_ckpt"`
 	Tokenizer string  `toml:"tokenizer"`
+	// Device is "cpu", "cuda" (GPU 0) or "cuda:N".
+	Device string `toml:"device"`
+	// CUDALibs are folders searched first for libcuda, cuBLAS and NVRTC.
+	CUDALibs []string `toml:"cuda_libs"`
 }
 
 // Sample controls how completions are drawn from the policy.
@@ -203,7 +207,7 @@ func Default() Config {
 		Data: Data{Source: "mini", Split: "train", Include: []string{}, Exclude: []string{},
 			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1},
 		Model: Model{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 1024,
-			VocabSize: 2048, RopeTheta: 10000},
+			VocabSize: 2048, RopeTheta: 10000, Device: "cpu", CUDALibs: []string{}},
 		Sample: Sample{Temperature: 0.9, TopP: 1.0, MaxNewTokens: 256},
 		Optim: Optim{LR: 1e-4, WeightDecay: 0.0, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, GradClip: 1.0,
 			Warmup: 10, Schedule: "constant"},

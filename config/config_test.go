@@ -153,6 +153,8 @@ func TestValidate(t *testing.T) {
 		{"reward weights", []string{"reward.test_weight=0.9"}, []string{"apply_bonus + test_weight must not exceed 1"}},
 		{"heads", []string{"model.heads=3"}, []string{"model.d_model = 128: must be a multiple of model.heads (3)"}},
 		{"hosts", []string{`sandbox.hosts=["http://x"]`}, []string{"sandbox.hosts[0]"}},
+		{"device cuda:1", []string{"model.device=cuda:1", `model.cuda_libs=["/opt/cuda/lib64"]`}, nil},
+		{"device name", []string{"model.device=gpu"}, []string{`model.device = "gpu": must be "cpu", "cuda" or "cuda:N"`}},
 		{"every problem at once", []string{"grpo.group_size=0", "sandbox.workers=0", "optim.schedule=step"},
 			[]string{"3 problem(s)", "grpo.group_size", "sandbox.workers", "optim.schedule"}},
 	}

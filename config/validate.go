@@ -64,6 +64,7 @@ func Validate(cfg Config) error {
 	check(m.Context < 16, "model.context", m.Context, "must be at least 16")
 	check(m.VocabSize < 260, "model.vocab_size", m.VocabSize, "must be at least 260 (256 bytes plus special tokens)")
 	check(m.RopeTheta <= 0, "model.rope_theta", m.RopeTheta, "must be positive")
+	check(!validDevice(m.Device), "model.device", fmt.Sprintf("%q", m.Device), `must be "cpu", "cuda" or "cuda:N"`)
 	if m.Heads > 0 && m.DModel > 0 {
 		check(m.DModel%m.Heads != 0, "model.d_model", m.DModel, fmt.Sprintf("must be a multiple of model.heads (%d)", m.Heads))
 		check((m.DModel/m.Heads)%2 != 0, "model.d_model", m.DModel, "d_model/heads must be even for RoPE")
@@ -155,4 +156,21 @@ func Validate(cfg Config) error {
 		return nil
 	}
 	return ps
+}
+
+// validDevice accepts model.device's forms (model/cuda.ParseDevice reads them).
+func validDevice(d string) bool {
+	if d == "cpu" || d == "cuda" {
+		return true
+	}
+	n, ok := strings.CutPrefix(d, "cuda:")
+	if !ok || n == "" {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

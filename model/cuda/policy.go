@@ -1,0 +1,323 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/swetui/swetui/model"
+)
+
+// Policy is the trainable policy on a device, with the methods of
+// train.Policy and train.SnapshotSampler in model-level types: it owns the
+// engine, the optimiser's hyper-parameters and step, the learning-rate
+// schedule, the sampler's stop tokens and random source, and the snapshot
+// engines that SampleSnapshot reads while Backward and Step run.
+type Policy struct {
+	Engine   *Engine
+	Optim    *model.AdamW // hyper-parameters and Step; its moments live on the device
+	Schedule model.Schedule
+	GradClip float64
+	// Temp is the softmax temperature of training logprobs (the sampling
+	// temperature, so ratios compare like with like); 0 means 1.
+	Temp float64
+	Stop []int
+
+	rngMu sync.Mutex
+	pcg   *rand.PCG // the sampler's random source (RNGState for checkpoints)
+	rng   *rand.Rand
+
+	snapMu sync.Mutex
+	snap   *deviceSnapshot
+	spares []*deviceSnapshot
+}
+
+// deviceSnapshot is a copy of the weights on the device at one version.
+type deviceSnapshot struct {
+	e       *Engine
+	version int
+	users   int
+}
+
+// NewPolicy puts m on dev for training with opt's hyper-parameters (its
+// moments, when it has taken steps, are uploaded too).
+func NewPolicy(dev Device, m *model.Model, act DType, opt *model.AdamW, sched model.Schedule, gradClip float64, stop []int, seed uint64) (*Policy, error) {
+	e, err := NewEngine(dev, m, Options{Act: act, Train: true})
+	if err != nil {
+		return nil, err
+	}
+	if opt.Step > 0 {
+		if err := e.UploadOptim(opt); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	p := &Policy{Engine: e, Optim: opt, Schedule: sched, GradClip: gradClip, Stop: stop, pcg: rand.NewPCG(seed, 0x5a4d)}
+	p.rng = rand.New(p.pcg)
+	return p, nil
+}
+
+func (p *Policy) temperature() float32 {
+	if p.Temp > 0 {
+		return float32(p.Temp)
+	}
+	return 1
+}
+
+// Sample draws n completions of prompt from the current weights.
+func (p *Policy) Sample(ctx context.Context, prompt []int, n int, o model.SampleOptions) ([]model.Completion, error) {
+	return p.sampleFrom(ctx, p.Engine, prompt, n, o)
+}
+
+func (p *Policy) sampleFrom(ctx context.Context, e *Engine, prompt []int, n int, o model.SampleOptions) ([]model.Completion, error) {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	if o.Stop == nil {
+		o.Stop = p.Stop
+	}
+	if o.Rand == nil {
+		o.Rand = p.rng
+	}
+	return e.Sample(ctx, prompt, n, o)
+}
+
+// Logprobs returns each completion token's logprob under the current
+// weights at the policy's temperature (b.Temperature is overridden).
+func (p *Policy) Logprobs(ctx context.Context, b model.Batch) ([][]float32, error) {
+	b.Temperature = p.temperature()
+	res, err := p.Engine.Logprobs(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return res.Logprobs, nil
+}
+
+// Backward accumulates the gradient of Σ cot·logprob and returns the
+// logprobs and the mean token entropy.
+func (p *Policy) Backward(ctx context.Context, b model.Batch, cot [][]float32) ([][]float32, float64, error) {
+	b.Temperature = p.temperature()
+	res, err := p.Engine.Backward(ctx, b, cot)
+	if err != nil {
+		return nil, 0, err
+	}
+	sum, n := 0.0, 0
+	for _, row := range res.Entropy {
+		for _, e := range row {
+			sum += float64(e)
+			n++
+		}
+	}
+	if n > 0 {
+		sum /= float64(n)
+	}
+	return res.Logprobs, sum, nil
+}
+
+// Step clips, applies AdamW at the scheduled rate and clears the
+// gradients; it returns the pre-clip norm and the learning rate. A device
+// failure here cannot be retried, so it panics as train's ModelPolicy
+// does on a wiring bug.
+func (p *Policy) Step() (gradNorm, lr float64) {
+	lr = p.Schedule.At(p.Optim.Step)
+	norm, err := p.Engine.Step(p.Optim, lr, p.GradClip)
+	if err != nil {
+		panic(fmt.Errorf("cuda policy: step: %w", err))
+	}
+	if p.snapshotsStarted() {
+		if err := p.publishSnapshot(); err != nil {
+			panic(fmt.Errorf("cuda policy: snapshot: %w", err))
+		}
+	}
+	return norm, lr
+}
+
+// Version counts the updates applied so far.
+func (p *Policy) Version() int { return p.Optim.Step }
+
+func (p *Policy) snapshotsStarted() bool {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	return p.snap != nil
+}
+
+// StartSnapshots takes the first copy; call it while no update runs.
+func (p *Policy) StartSnapshots() {
+	if !p.snapshotsStarted() {
+		if err := p.publishSnapshot(); err != nil {
+			panic(fmt.Errorf("cuda policy: snapshot: %w", err))
+		}
+	}
+}
+
+// SampleSnapshot draws like Sample from the newest snapshot and returns
+// the version it sampled from.
+func (p *Policy) SampleSnapshot(ctx context.Context, prompt []int, n int, o model.SampleOptions) ([]model.Completion, int, error) {
+	p.snapMu.Lock()
+	s := p.snap
+	if s == nil {
+		p.snapMu.Unlock()
+		return nil, 0, errors.New("sample: StartSnapshots was not called")
+	}
+	s.users++
+	p.snapMu.Unlock()
+	defer func() {
+		p.snapMu.Lock()
+		s.users--
+		if s != p.snap && s.users == 0 {
+			p.spares = append(p.spares, s)
+		}
+		p.snapMu.Unlock()
+	}()
+	out, err := p.sampleFrom(ctx, s.e, prompt, n, o)
+	return out, s.version, err
+}
+
+// publishSnapshot copies the weights into a free snapshot engine on the
+// same device (a device-to-device copy) and makes it the newest.
+func (p *Policy) publishSnapshot() error {
+	p.snapMu.Lock()
+	var s *deviceSnapshot
+	if k := len(p.spares); k > 0 {
+		s, p.spares = p.spares[k-1], p.spares[:k-1]
+	}
+	p.snapMu.Unlock()
+	if s == nil {
+		e, err := p.Engine.forwardCopy()
+		if err != nil {
+			return err
+		}
+		s = &deviceSnapshot{e: e}
+	} else if err := s.e.CopyWeightsFrom(p.Engine); err != nil {
+		return err
+	}
+	s.version = p.Version()
+	p.snapMu.Lock()
+	old := p.snap
+	p.snap = s
+	if old != nil && old.users == 0 {
+		p.spares = append(p.spares, old)
+	}
+	p.snapMu.Unlock()
+	return nil
+}
+
+// RNGState is the sampler's random source, for a checkpoint's extra files.
+func (p *Policy) RNGState() ([]byte, error) {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	return p.pcg.MarshalBinary()
+}
+
+// SetRNGState restores what RNGState returned.
+func (p *Policy) SetRNGState(b []byte) error {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	return p.pcg.UnmarshalBinary(b)
+}
+
+// Sync copies the device's weights and AdamW moments into m and p.Optim
+// (for checkpoints: model.Save then writes them as the CPU model would).
+func (p *Policy) Sync(m *model.Model) error { return p.Engine.Download(m, p.Optim) }
+
+// Load replaces the device's weights with m's and its moments with opt's
+// (a resumed checkpoint); p.Optim becomes opt.
+func (p *Policy) Load(m *model.Model, opt *model.AdamW) error {
+	if err := p.Engine.Upload(m); err != nil {
+		return err
+	}
+	if opt != nil {
+		if err := p.Engine.UploadOptim(opt); err != nil {
+			return err
+		}
+		p.Optim = opt
+	}
+	if p.snapshotsStarted() {
+		return p.publishSnapshot()
+	}
+	return nil
+}
+
+// Close frees the policy's and its snapshots' device memory.
+func (p *Policy) Close() error {
+	p.snapMu.Lock()
+	all := append([]*deviceSnapshot{}, p.spares...)
+	if p.snap != nil {
+		all = append(all, p.snap)
+	}
+	p.snap, p.spares = nil, nil
+	p.snapMu.Unlock()
+	for _, s := range all {
+		s.e.Close()
+	}
+	return p.Engine.Close()
+}
+
+// forwardCopy is a forward-only engine on the same device with e's weights.
+func (e *Engine) forwardCopy() (*Engine, error) {
+	c := &Engine{dev: e.dev, cfg: e.cfg, act: e.act, np: e.np, embed: e.embed, norm: e.norm, lm: e.lm,
+		layers: e.layers, decays: e.decays, plans: map[[3]int]*plan{}, uses: map[[3]int]int{}}
+	c.opts = e.opts
+	c.opts.Train = false
+	err := e.dev.Do(func() error {
+		var err error
+		alloc := func(dst *Tensor, dt DType, n int) {
+			if err == nil {
+				*dst, err = e.dev.Alloc(dt, n)
+			}
+		}
+		alloc(&c.w, F32, e.np)
+		if c.act == F32 {
+			c.wc = c.w
+		} else {
+			alloc(&c.wc, c.act, e.np)
+		}
+		alloc(&c.cos, F32, e.cos.N)
+		alloc(&c.sin, F32, e.sin.N)
+		if err != nil {
+			return err
+		}
+		e.dev.Copy(c.cos, e.cos)
+		e.dev.Copy(c.sin, e.sin)
+		return nil
+	})
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("cuda engine: copy: %w", err)
+	}
+	if err := c.CopyWeightsFrom(e); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reference is the frozen KL reference on a device (forward only).
+type Reference struct {
+	Engine *Engine
+	// Temp is the softmax temperature; 0 means 1.
+	Temp float64
+}
+
+// NewReference puts m's weights on dev, forward only.
+func NewReference(dev Device, m *model.Model, act DType, temp float64) (*Reference, error) {
+	e, err := NewEngine(dev, m, Options{Act: act})
+	if err != nil {
+		return nil, err
+	}
+	return &Reference{Engine: e, Temp: temp}, nil
+}
+
+// Logprobs returns each completion token's logprob under the reference.
+func (r *Reference) Logprobs(ctx context.Context, b model.Batch) ([][]float32, error) {
+	b.Temperature = 1
+	if r.Temp > 0 {
+		b.Temperature = float32(r.Temp)
+	}
+	res, err := r.Engine.Logprobs(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return res.Logprobs, nil
+}
