@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/model/cuda"
 )
 
 // Exit codes, a stable contract (DESIGN.md §3).
@@ -67,7 +69,7 @@ func commands() []command {
 		{"prepare", "[--dataset D]", "build or pull the images a dataset needs", cmd(newPrepareOptions, prepareRun)},
 		{"sft", "[--config F] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", cmd(configOnly("sft"), sftRun)},
 		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--mode M] [--temperature T]", "generate one patch per task with a checkpoint and score them", cmd(newEvalOptions, evalRun)},
-		{"version", "", "print the version", cmd(newVersionOptions, versionRun)},
+		{"version", "[--config F] [key.path=value ...]", "print the version, the build and the device", cmd(configOnly("version"), versionRun)},
 	}
 }
 
@@ -233,14 +235,19 @@ func configRun(ctx context.Context, env Env, cfg config.Config) error {
 	return err
 }
 
-type versionOptions struct{}
-
-func newVersionOptions(env Env, args []string) (versionOptions, error) {
-	_, err := parseFlags(newFlags(env, "version"), args)
-	return versionOptions{}, err
-}
-
-func versionRun(ctx context.Context, env Env, o versionOptions) error {
+// versionRun prints the version, the build's GEMM library and the device
+// model.device names (opened, so a GPU shows its name and memory).
+func versionRun(ctx context.Context, env Env, cfg config.Config) error {
+	device := "cpu"
+	if cfg.Model.Device != "cpu" {
+		dev, err := cuda.Open(ctx, cfg.Model.Device, cfg.Model.CUDALibs)
+		if err != nil {
+			return err
+		}
+		device = dev.Info().String()
+		dev.Close()
+	}
+	defer fmt.Fprintf(env.Stdout, "build %s, device %s\n", model.BLASName(), device)
 	fmt.Fprintf(env.Stdout, "swetui %s\n", Version)
 	return nil
 }

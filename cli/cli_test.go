@@ -75,3 +75,20 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		})
 	}
 }
+
+// On a machine without the NVIDIA driver, model.device=cuda fails with an
+// error that says what is missing and where swetui looked.
+func TestCUDADeviceWithoutADriver(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidia0"); err == nil {
+		t.Skip("this machine has a GPU")
+	}
+	code, _, stderr := runCLI(t, "version", "model.device=cuda", "model.cuda_libs=[\""+t.TempDir()+"\"]")
+	if code != ExitFailure {
+		t.Fatalf("exit %d, want %d\n%s", code, ExitFailure, stderr)
+	}
+	for _, want := range []string{"libcuda", "model.cuda_libs", "LD_LIBRARY_PATH", "model.device=cpu"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("error lacks %q:\n%s", want, stderr)
+		}
+	}
+}

@@ -68,10 +68,31 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	deps := train.Deps{Policy: pol, Reference: ref, Tokenizer: ws.tok, Scorer: scorer,
 		Prompter: ws.prompter, Tasks: ws.tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
 		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
-	if cfg.Run.SFTFirst && cfg.Model.InitCkpt == "" {
-		if deps.Warmup, err = newSFTStage(ws, pol, ref); err != nil {
+	// On a GPU the policy and reference live on the device; the warm start
+	// trains the host copy, which is uploaded when it ends.
+	upload := func() error { return nil }
+	if cfg.Model.Device != "cpu" {
+		dp, closeDev, err := ws.devicePolicy(ctx, pol, ref)
+		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
+		defer closeDev()
+		deps.Policy, deps.Reference, deps.Store = dp, dp.Ref, dp
+		deps.BLAS += " · " + dp.P.Engine.Device().Info().String()
+		upload = func() error {
+			if err := dp.P.Load(pol.Model, nil); err != nil {
+				return err
+			}
+			return dp.Ref.R.Engine.Upload(pol.Model)
+		}
+	}
+	if cfg.Run.SFTFirst && cfg.Model.InitCkpt == "" {
+		stage, err := newSFTStage(ws, pol, ref)
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		stage.after = upload
+		deps.Warmup = stage
 	}
 	tr := train.New(cfg, deps)
 

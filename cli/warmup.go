@@ -20,14 +20,16 @@ import (
 // policy and GRPO starts with a fresh optimiser. While it trains its state
 // is saved every sft.save_every steps and at stop.
 type sftStage struct {
-	ws      *workspace
-	pol     *train.ModelPolicy // GRPO's policy: it shares the weights
-	ref     *train.ModelReference
-	sftPol  *train.ModelPolicy // the warm start's own optimiser and schedule
-	done    int                // steps finished, saved or not
-	saved   int                // steps in the partial checkpoint
-	loaded  bool               // a finished warm start was found
-	lastErr error
+	ws     *workspace
+	pol    *train.ModelPolicy // GRPO's policy: it shares the weights
+	ref    *train.ModelReference
+	sftPol *train.ModelPolicy // the warm start's own optimiser and schedule
+	done   int                // steps finished, saved or not
+	saved  int                // steps in the partial checkpoint
+	loaded bool               // a finished warm start was found
+	// after runs once the warmed-up weights are in pol and ref (a GPU
+	// policy uploads them).
+	after func() error
 }
 
 // partialState is the partial checkpoint's state.json.
@@ -89,7 +91,7 @@ func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
 			return fmt.Errorf("sft checkpoint %s: %w", dir, err)
 		}
 		h.Publish(event.StageChanged{Stage: "sft", Progress: 1, Detail: "loaded " + dir})
-		return s.ref.Model.CopyWeightsFrom(s.pol.Model)
+		return s.finish()
 	}
 	if s.done > 0 {
 		h.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("warm start: continuing from step %d of %d (%s)", s.done, ws.cfg.SFT.Steps, ws.partialSFTDir())})
@@ -121,7 +123,18 @@ func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
 		h.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d examples (%d synthetic; %d gold patches too long), loss %.3f -> %.3f%s, saved %s",
 			ws.cfg.SFT.Steps, res.Used, res.Synthetic, res.Skipped, res.Losses[0], res.Losses[n-1], heldout, dir)})
 	}
-	return s.ref.Model.CopyWeightsFrom(s.pol.Model)
+	return s.finish()
+}
+
+// finish makes the warmed-up policy the reference too.
+func (s *sftStage) finish() error {
+	if err := s.ref.Model.CopyWeightsFrom(s.pol.Model); err != nil {
+		return err
+	}
+	if s.after != nil {
+		return s.after()
+	}
+	return nil
 }
 
 // Save implements train.Warmup: the warm start's weights, optimiser and

@@ -12,6 +12,7 @@ import (
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/model/cuda"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
@@ -289,4 +290,27 @@ func closePool(ctx context.Context, pool *sandbox.Pool) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	_ = pool.Close(cctx)
+}
+
+// devicePolicy puts the policy and the reference on model.device (bf16
+// activations, fp32 master weights): the GPU path. close frees the device.
+func (ws *workspace) devicePolicy(ctx context.Context, pol *train.ModelPolicy, ref *train.ModelReference) (dp *train.DevicePolicy, close func(), err error) {
+	dev, err := cuda.Open(ctx, ws.cfg.Model.Device, ws.cfg.Model.CUDALibs)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := cuda.NewPolicy(dev, pol.Model, cuda.BF16, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
+	if err != nil {
+		dev.Close()
+		return nil, nil, err
+	}
+	p.Temp = pol.Temp
+	r, err := cuda.NewReference(dev, ref.Model, cuda.BF16, ref.Temp)
+	if err != nil {
+		p.Close()
+		dev.Close()
+		return nil, nil, err
+	}
+	dp = &train.DevicePolicy{P: p, Host: pol.Model, Tokenizer: ws.tok, Ref: &train.DeviceReference{R: r}}
+	return dp, func() { r.Engine.Close(); p.Close(); dev.Close() }, nil
 }

@@ -132,11 +132,7 @@ func (p *ModelPolicy) sampleFrom(ctx context.Context, m *model.Model, prompt []i
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Sample, len(cs))
-	for i, c := range cs {
-		out[i] = Sample{Tokens: c.Tokens, Logprobs: widen(c.Logprobs), Truncated: c.Truncated}
-	}
-	return out, nil
+	return samplesOf(cs), nil
 }
 
 func batchOf(seqs []Sequence, temperature float64) model.Batch {
@@ -165,14 +161,7 @@ func (p *ModelPolicy) Logprobs(ctx context.Context, seqs []Sequence) ([][]float6
 
 // Backward implements Policy.
 func (p *ModelPolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]float64) ([][]float64, float64, error) {
-	c := make([][]float32, len(cot))
-	for i, row := range cot {
-		c[i] = make([]float32, len(row))
-		for j, x := range row {
-			c[i][j] = float32(x)
-		}
-	}
-	res, err := p.Model.Backward(ctx, batchOf(seqs, p.temperature()), c)
+	res, err := p.Model.Backward(ctx, batchOf(seqs, p.temperature()), narrowAll(cot))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -307,3 +296,7 @@ func widenAll(xs [][]float32) [][]float64 {
 	}
 	return out
 }
+
+// StopTokens are the tokens sampling stops at (the chat template's end of
+// turn and end of text).
+func (p *ModelPolicy) StopTokens() []int { return append([]int(nil), p.stop...) }

@@ -1,0 +1,145 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/model/cuda"
+)
+
+// DevicePolicy is the policy on a model/cuda device (model.device = cuda or
+// cuda:N) behind the Policy, SnapshotSampler and Store interfaces, so that
+// GRPO (sync and async) runs on it unchanged. Host is the CPU copy that
+// checkpoints are written from and read into, in the CPU model's format.
+type DevicePolicy struct {
+	P         *cuda.Policy
+	Host      *model.Model
+	Tokenizer *model.Tokenizer
+	// Ref, when set, is the frozen reference saved beside the policy.
+	Ref *DeviceReference
+}
+
+var (
+	_ SnapshotSampler = (*DevicePolicy)(nil)
+	_ Store           = (*DevicePolicy)(nil)
+	_ Reference       = (*DeviceReference)(nil)
+)
+
+func (d *DevicePolicy) options(o SampleOptions) model.SampleOptions {
+	return model.SampleOptions{Temperature: float32(o.Temperature), TopP: float32(o.TopP), MaxNewTokens: o.MaxNewTokens}
+}
+
+// Sample implements Policy.
+func (d *DevicePolicy) Sample(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, error) {
+	cs, err := d.P.Sample(ctx, prompt, n, d.options(o))
+	return samplesOf(cs), err
+}
+
+// SampleSnapshot implements SnapshotSampler.
+func (d *DevicePolicy) SampleSnapshot(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, int, error) {
+	cs, version, err := d.P.SampleSnapshot(ctx, prompt, n, d.options(o))
+	return samplesOf(cs), version, err
+}
+
+// StartSnapshots implements SnapshotSampler.
+func (d *DevicePolicy) StartSnapshots() { d.P.StartSnapshots() }
+
+// Logprobs implements Policy.
+func (d *DevicePolicy) Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error) {
+	lp, err := d.P.Logprobs(ctx, batchOf(seqs, 0))
+	return widenAll(lp), err
+}
+
+// Backward implements Policy.
+func (d *DevicePolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]float64) ([][]float64, float64, error) {
+	lp, entropy, err := d.P.Backward(ctx, batchOf(seqs, 0), narrowAll(cot))
+	return widenAll(lp), entropy, err
+}
+
+// Step implements Policy.
+func (d *DevicePolicy) Step() (gradNorm, lr float64) { return d.P.Step() }
+
+// Version implements Policy.
+func (d *DevicePolicy) Version() int { return d.P.Version() }
+
+// Save implements Store: the device's weights and moments are copied to the
+// host first, then written as ModelPolicy writes them.
+func (d *DevicePolicy) Save(ctx context.Context, dir string) error {
+	if err := d.P.Sync(d.Host); err != nil {
+		return fmt.Errorf("save policy: %w", err)
+	}
+	rng, err := d.P.RNGState()
+	if err != nil {
+		return fmt.Errorf("save policy: %w", err)
+	}
+	ck := model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer, Extra: map[string][]byte{"sampler_rng": rng}}
+	if err := model.Save(filepath.Join(dir, "policy"), ck); err != nil {
+		return err
+	}
+	if d.Ref != nil {
+		ref := d.Host.Clone()
+		if err := d.Ref.R.Engine.Download(ref, nil); err != nil {
+			return fmt.Errorf("save reference: %w", err)
+		}
+		return model.Save(filepath.Join(dir, "reference"), model.Checkpoint{Model: ref})
+	}
+	return nil
+}
+
+// Load implements Store.
+func (d *DevicePolicy) Load(ctx context.Context, dir string) error {
+	cfg := d.Host.Cfg
+	ck, err := model.Load(filepath.Join(dir, "policy"), &cfg)
+	if err != nil {
+		return err
+	}
+	if err := d.Host.CopyWeightsFrom(ck.Model); err != nil {
+		return err
+	}
+	if err := d.P.Load(ck.Model, ck.Optim); err != nil {
+		return fmt.Errorf("load policy: %w", err)
+	}
+	if rng, ok := ck.Extra["sampler_rng"]; ok {
+		if err := d.P.SetRNGState(rng); err != nil {
+			return fmt.Errorf("load policy: sampler rng: %w", err)
+		}
+	}
+	if d.Ref != nil {
+		ref, err := model.Load(filepath.Join(dir, "reference"), &cfg)
+		if err != nil {
+			return err
+		}
+		return d.Ref.R.Engine.Upload(ref.Model)
+	}
+	return nil
+}
+
+// DeviceReference is the frozen reference on a device.
+type DeviceReference struct{ R *cuda.Reference }
+
+// Logprobs implements Reference.
+func (r *DeviceReference) Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error) {
+	lp, err := r.R.Logprobs(ctx, batchOf(seqs, 0))
+	return widenAll(lp), err
+}
+
+func samplesOf(cs []model.Completion) []Sample {
+	out := make([]Sample, len(cs))
+	for i, c := range cs {
+		out[i] = Sample{Tokens: c.Tokens, Logprobs: widen(c.Logprobs), Truncated: c.Truncated}
+	}
+	return out
+}
+
+func narrowAll(xs [][]float64) [][]float32 {
+	out := make([][]float32, len(xs))
+	for i, row := range xs {
+		out[i] = make([]float32, len(row))
+		for j, x := range row {
+			out[i][j] = float32(x)
+		}
+	}
+	return out
+}
