@@ -9,12 +9,16 @@ import (
 )
 
 // printEvents is the headless console: one line per step, phase change,
-// checkpoint, warning or stop, until the event channel closes. Completions and
-// container logs are left to rollouts.jsonl and the TUI.
+// checkpoint, warning or stop, until the run's Stopped (or the channel
+// closes). Completions and container logs are left to rollouts.jsonl and the
+// TUI.
 func printEvents(w io.Writer, events <-chan event.Event, start time.Time) {
 	for ev := range events {
 		if line := eventLine(ev, time.Since(start)); line != "" {
 			fmt.Fprintln(w, line)
+		}
+		if _, ok := ev.(event.Stopped); ok {
+			return
 		}
 	}
 }
@@ -25,13 +29,26 @@ func eventLine(ev event.Event, elapsed time.Duration) string {
 	case event.RunInfo:
 		return fmt.Sprintf("%s run %q: phase %s (auto %v), G=%d, max %d steps, out %s, blas %s", ts, e.Name, e.Phase, e.Auto, e.GroupSize, e.MaxSteps, e.OutDir, e.BLAS)
 	case event.StageChanged:
-		if e.Stage == "sft" && e.Progress < 1 && int(e.Progress*100)%10 != 0 {
-			return "" // every tenth of the warm start is enough for a log
+		if e.Progress > 0 && e.Progress < 1 {
+			return "" // the warm start's steps say it (SFTStep)
 		}
 		if e.Detail == "" {
 			return fmt.Sprintf("%s stage %s", ts, e.Stage)
 		}
-		return fmt.Sprintf("%s stage %s %3.0f%% %s", ts, e.Stage, 100*e.Progress, e.Detail)
+		return fmt.Sprintf("%s stage %s %s", ts, e.Stage, e.Detail)
+	case event.SFTStep:
+		if tenth := max(1, e.Steps/10); e.Step%tenth != 0 && e.Step != e.Steps && e.Step != e.Resumed+1 {
+			return "" // every tenth of the warm start is enough for a log
+		}
+		line := fmt.Sprintf("%s sft step %d/%d loss %.3f", ts, e.Step, e.Steps, e.Loss)
+		if e.HeldoutOK {
+			line += fmt.Sprintf(" held-out %.3f", e.Heldout)
+		}
+		if done := e.Step - e.Resumed; done > 0 && e.Elapsed > 0 {
+			rate := float64(done) / e.Elapsed.Seconds()
+			line += fmt.Sprintf(" (%.2f steps/s, %s left)", rate, formatElapsed(time.Duration(float64(e.Steps-e.Step)/rate*float64(time.Second))))
+		}
+		return line
 	case event.StepFinished:
 		m := e.Metrics
 		return fmt.Sprintf("%s step %d %-10s reward %.3f (max %.2f) valid %.2f applied %.2f resolved %.2f kl %.4f loss %+.4f zero-std %.2f infra %d  %.1fs",

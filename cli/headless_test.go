@@ -22,7 +22,10 @@ func TestEventLines(t *testing.T) {
 		{event.Message{Level: event.Warn, Text: "docker unreachable"}, "[00:01:05] warn: docker unreachable"},
 		{event.Stopped{Step: 9, Reason: "error", Err: errors.New("boom")}, "[00:01:05] stopped at step 9: error: boom"},
 		{event.StageChanged{Stage: "sft", Progress: 0.33, Detail: "x"}, ""},
-		{event.StageChanged{Stage: "sft", Progress: 0.5, Detail: "step 50/100 loss 1.2"}, "[00:01:05] stage sft  50% step 50/100 loss 1.2"},
+		{event.StageChanged{Stage: "sft", Progress: 1, Detail: "loaded runs/sft"}, "[00:01:05] stage sft loaded runs/sft"},
+		{event.SFTStep{Step: 33, Steps: 100, Loss: 1.2}, ""},
+		{event.SFTStep{Step: 50, Steps: 100, Loss: 1.2, Heldout: 1.5, HeldoutOK: true, Elapsed: 25 * time.Second},
+			"[00:01:05] sft step 50/100 loss 1.200 held-out 1.500 (2.00 steps/s, 00:00:25 left)"},
 		{event.LogBatch{Lines: []string{"x"}}, ""},
 	}
 	for _, tt := range tests {
@@ -41,5 +44,19 @@ func TestPrintEventsDrainsUntilClosed(t *testing.T) {
 	printEvents(&buf, ch, time.Now())
 	if got := buf.String(); got != "[00:00:00] paused after step 1\n[00:00:00] resumed at step 1\n" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestKindOf(t *testing.T) {
+	tests := []struct {
+		ev   event.Event
+		want string
+	}{
+		{event.StepFinished{}, "step_finished"}, {event.SFTStep{}, "sft_step"}, {event.RunInfo{}, "run_info"}, {event.Message{}, "message"},
+	}
+	for _, tt := range tests {
+		if got := kindOf(tt.ev); got != tt.want {
+			t.Errorf("kindOf(%T) = %q, want %q", tt.ev, got, tt.want)
+		}
 	}
 }

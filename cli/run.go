@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/swetui/swetui/config"
@@ -17,7 +18,8 @@ import (
 // runOptions are `swetui run`'s inputs.
 type runOptions struct {
 	Config   config.Config
-	Headless bool // the line printer even on a terminal
+	Headless bool     // the line printer even on a terminal
+	Args     []string // as given: the exit summary's resume command repeats them
 }
 
 func newRunOptions(env Env, args []string) (runOptions, error) {
@@ -25,7 +27,7 @@ func newRunOptions(env Env, args []string) (runOptions, error) {
 	load := configFlag(fs, env)
 	headless := fs.Bool("headless", false, "run without the console: one line per step on stdout")
 	cfg, _, err := parseAndLoad(fs, load, args)
-	return runOptions{Config: cfg, Headless: *headless}, err
+	return runOptions{Config: cfg, Headless: *headless, Args: args}, err
 }
 
 // runRun implements `swetui run`: the training console, or its headless
@@ -48,6 +50,16 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	bus := event.NewBus()
 	defer bus.Close()
 	sub := bus.Subscribe(train.EventBuffer)
+	// events.jsonl and the exit summary read their own subscription.
+	recordSub := bus.Subscribe(train.EventBuffer)
+	recorded := make(chan runSummary, 1)
+	go func() {
+		sum, err := recordEvents(cfg.Run.OutDir, recordSub.Events(), time.Now())
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "swetui run: %v\n", err)
+		}
+		recorded <- sum
+	}()
 	scorer, pool, dockerErr := ws.rewards(ctx, cfg.Run.Name, bus) // containers carry swetui.run=<run.name>
 	defer scorer.Close()
 	defer closePool(ctx, pool)
@@ -111,19 +123,33 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		sub.Close() // nobody watches any more: the bus drops for no one
 		err = <-done
 		if uiErr != nil && !errors.Is(uiErr, context.Canceled) {
-			return fmt.Errorf("run: console: %w", uiErr)
+			err = errors.Join(err, fmt.Errorf("console: %w", uiErr))
 		}
 	} else {
 		printed := make(chan struct{})
 		go func() { defer close(printed); printEvents(env.Stdout, sub.Events(), time.Now()) }()
 		err = <-done
-		bus.Close() // after Stopped: the printer has the whole run
-		<-printed
+		<-printed // Stopped is the last event: the printer has the whole run
 	}
+	bus.Close()
+	printRunSummary(env.Stdout, <-recorded, cfg.Run.OutDir, resumeCommand(o.Args))
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
 	return nil
+}
+
+// resumeCommand is the command line that continues this run: the same one
+// (run.resume = auto picks the newest checkpoint, or the saved warm start).
+func resumeCommand(args []string) string {
+	parts := []string{"swetui", "run"}
+	for _, a := range args {
+		if strings.ContainsAny(a, " \t\"'$`\\[]{}*?;&|<>()") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
 }
 
 func hostsOf(cfg config.Config) []string {

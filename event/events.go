@@ -17,6 +17,11 @@ type RunInfo struct {
 	Hosts     []string
 	GroupSize int
 	Started   time.Time
+	// ResumedStep is the GRPO checkpoint's step a resumed run goes on from,
+	// ResumedSFTStep the step of an interrupted warm start it continues; 0
+	// on a fresh run. History written after them is about to be written
+	// again.
+	ResumedStep, ResumedSFTStep int
 }
 
 // StageChanged marks a stage of the run (for example "sft" warm start, then

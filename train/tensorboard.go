@@ -252,3 +252,33 @@ func protoFields(b []byte) []protoField {
 	}
 	return out
 }
+
+// ReadTensorBoard returns, for every scalar tag in dir's event files, the
+// steps it was written at, in file order (a reader for tests and tools; a
+// torn last record ends a file).
+func ReadTensorBoard(dir string) (map[string][]int64, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if err != nil {
+		return nil, fmt.Errorf("tensorboard: %w", err)
+	}
+	sort.Strings(files)
+	out := map[string][]int64{}
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("tensorboard: %w", err)
+		}
+		for rest := data; len(rest) > 0; {
+			rec, n, ok := readRecord(rest)
+			if !ok {
+				break
+			}
+			tags, step := eventTagsAndStep(rec)
+			for _, tag := range tags {
+				out[tag] = append(out[tag], step)
+			}
+			rest = rest[n:]
+		}
+	}
+	return out, nil
+}

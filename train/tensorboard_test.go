@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -72,5 +73,37 @@ func TestTensorBoardFile(t *testing.T) {
 	want = binary.LittleEndian.AppendUint32(want, math.Float32bits(0.25))
 	if string(ev[11:]) != string(want) {
 		t.Fatalf("summary\n got % x\nwant % x", ev[11:], want)
+	}
+}
+
+func TestRepairTensorBoardCutsAndMendsTornRecords(t *testing.T) {
+	dir := t.TempDir()
+	tb, err := NewTensorBoard(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 4; step++ {
+		tb.Scalars(step, time.Now(), map[string]float64{"reward/mean": float64(step)})
+		tb.Scalars(step*10, time.Now(), map[string]float64{"sft/loss": 1})
+	}
+	tb.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	f, _ := os.OpenFile(files[0], os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte{1, 2, 3}) // a record torn by kill -9
+	f.Close()
+	cut := Cut{GRPOStep: 2, SFTStep: 30}
+	if err := RepairTensorBoard(dir, cut.keepScalars); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadTensorBoard(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got["reward/mean"], []int64{1, 2}) || !reflect.DeepEqual(got["sft/loss"], []int64{10, 20, 30}) {
+		t.Fatalf("after the cut: %v", got)
+	}
+	data, _ := os.ReadFile(files[0])
+	if _, n, ok := readRecord(data); !ok || n == 0 {
+		t.Fatal("repaired file does not start with a record")
 	}
 }

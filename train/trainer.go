@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -102,8 +103,12 @@ func (t *Trainer) Run(parent context.Context) error {
 		go t.watchdog(ctx, stall, cancel)
 	}
 	reason, err := t.run(ctx)
-	if err != nil {
+	switch {
+	case err != nil:
 		reason = "error"
+	case context.Cause(ctx) == errStalled:
+		// A stalled run is a failed run: exit status 1, whatever was saved.
+		err = fmt.Errorf("train: stopped by the watchdog after %ds without progress (watchdog.stall_s)", t.cfg.Watchdog.StallS)
 	}
 	t.publish(event.Stopped{Step: t.st.Step, Reason: reason, Err: err})
 	return err
@@ -134,7 +139,7 @@ func (t *Trainer) run(ctx context.Context) (reason string, err error) {
 	}
 	t.publish(event.RunInfo{Name: t.cfg.Run.Name, OutDir: t.cfg.Run.OutDir, MaxSteps: t.cfg.Run.MaxSteps,
 		Phase: t.st.Curriculum.Phase, Auto: t.st.Curriculum.Auto, BLAS: t.d.BLAS, Hosts: t.d.Hosts,
-		GroupSize: t.cfg.GRPO.GroupSize, Started: t.started})
+		GroupSize: t.cfg.GRPO.GroupSize, Started: t.started, ResumedStep: cutGRPO(cut), ResumedSFTStep: cutSFT(cut, resumed)})
 	if !resumed && t.d.Warmup != nil {
 		if err := t.warmup(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -190,6 +195,20 @@ func (t *Trainer) loop(ctx context.Context) (reason string, err error) {
 		}
 	}
 	return "finished", nil
+}
+
+func cutGRPO(c *Cut) int {
+	if c == nil {
+		return 0
+	}
+	return c.GRPOStep
+}
+
+func cutSFT(c *Cut, resumed bool) int {
+	if c == nil || resumed {
+		return 0
+	}
+	return c.SFTStep
 }
 
 // warn publishes a message for the event log.
