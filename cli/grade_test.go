@@ -10,24 +10,11 @@ import (
 	"testing"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/internal/realdata"
 	"github.com/swetui/swetui/sandbox"
 )
 
-// sharedRealdata finds ../shared/realdata beside the checkout; CI has it.
-func sharedRealdata(t *testing.T) string {
-	t.Helper()
-	dir, _ := filepath.Abs(".")
-	for {
-		cand := filepath.Join(dir, "shared", "realdata")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("shared/realdata not found above the package directory")
-		}
-		dir = filepath.Dir(dir)
-	}
-}
+func sharedRealdata(t *testing.T) string { return realdata.Dir(t) }
 
 // TestGradeCommandOnHarnessLogs grades every real harness log through the
 // command and compares with the harness's report.json.

@@ -9,28 +9,10 @@ import (
 	"testing"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/internal/realdata"
 )
 
-// realdataDir finds ../shared/realdata beside the checkout by walking up from
-// the package directory. CI has shared/ there, so a missing folder fails.
-func realdataDir(t testing.TB) string {
-	t.Helper()
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "realdata")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("shared/realdata not found above the package directory; it must sit beside the checkout")
-		}
-		dir = parent
-	}
-}
+func realdataDir(t testing.TB) string { return realdata.Dir(t) }
 
 type harnessIndexLine struct {
 	InstanceID string   `json:"instance_id"`

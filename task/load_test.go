@@ -14,6 +14,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/internal/realdata"
 )
 
 // record is a fixture instance as JSON; f2p is written as a JSON-encoded
@@ -285,10 +286,7 @@ func TestLoadSelection(t *testing.T) {
 // TestLoadRealInstances decodes the 30 SWE-bench Lite instances as
 // published (test lists as JSON-encoded strings).
 func TestLoadRealInstances(t *testing.T) {
-	path := filepath.Join(realdata, "swebench_lite_sample30.jsonl")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("shared/realdata must sit beside the checkout (CI copies it there): %v", err)
-	}
+	path := filepath.Join(realdata.Dir(t), "swebench_lite_sample30.jsonl")
 	got, err := Load(context.Background(), dataCfg(path))
 	if err != nil {
 		t.Fatal(err)

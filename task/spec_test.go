@@ -8,9 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-)
 
-const realdata = "../../shared/realdata"
+	"github.com/swetui/swetui/internal/realdata"
+)
 
 func TestSpecFor(t *testing.T) {
 	tests := []struct {
@@ -81,9 +81,10 @@ func TestTestDirectives(t *testing.T) {
 // TestSpecMatchesHarnessLogs rebuilds the test command of each official
 // harness evaluation in shared/realdata from its test patch alone.
 func TestSpecMatchesHarnessLogs(t *testing.T) {
-	f, err := os.Open(filepath.Join(realdata, "harness_logs", "index.jsonl"))
+	dir := realdata.Dir(t)
+	f, err := os.Open(filepath.Join(dir, "harness_logs", "index.jsonl"))
 	if err != nil {
-		t.Fatalf("shared/realdata must sit beside the checkout (CI copies it there): %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -98,7 +99,7 @@ func TestSpecMatchesHarnessLogs(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			t.Fatal(err)
 		}
-		script, err := os.ReadFile(filepath.Join(realdata, "harness_logs", rec.InstanceID, "eval.sh"))
+		script, err := os.ReadFile(filepath.Join(dir, "harness_logs", rec.InstanceID, "eval.sh"))
 		if err != nil {
 			t.Fatal(err)
 		}
