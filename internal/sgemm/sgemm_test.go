@@ -144,10 +144,18 @@ func TestSgemmFallback(t *testing.T) {
 
 func TestSgemmPanicsOnBadArguments(t *testing.T) {
 	for name, f := range map[string]func(){
-		"short A":  func() { Sgemm(false, false, 4, 4, 4, 1, make([]float32, 15), 4, make([]float32, 16), 4, 0, make([]float32, 16), 4) },
-		"short B":  func() { Sgemm(false, true, 4, 4, 4, 1, make([]float32, 16), 4, make([]float32, 15), 4, 0, make([]float32, 16), 4) },
-		"short C":  func() { Sgemm(false, false, 4, 4, 4, 1, make([]float32, 16), 4, make([]float32, 16), 4, 0, make([]float32, 15), 4) },
-		"bad lda":  func() { Sgemm(true, false, 4, 4, 4, 1, make([]float32, 16), 3, make([]float32, 16), 4, 0, make([]float32, 16), 4) },
+		"short A": func() {
+			Sgemm(false, false, 4, 4, 4, 1, make([]float32, 15), 4, make([]float32, 16), 4, 0, make([]float32, 16), 4)
+		},
+		"short B": func() {
+			Sgemm(false, true, 4, 4, 4, 1, make([]float32, 16), 4, make([]float32, 15), 4, 0, make([]float32, 16), 4)
+		},
+		"short C": func() {
+			Sgemm(false, false, 4, 4, 4, 1, make([]float32, 16), 4, make([]float32, 16), 4, 0, make([]float32, 15), 4)
+		},
+		"bad lda": func() {
+			Sgemm(true, false, 4, 4, 4, 1, make([]float32, 16), 3, make([]float32, 16), 4, 0, make([]float32, 16), 4)
+		},
 		"negative": func() { Sgemm(false, false, -1, 4, 4, 1, nil, 4, nil, 4, 0, nil, 4) },
 	} {
 		func() {
