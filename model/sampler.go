@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+
+	"github.com/swetui/swetui/internal/vec"
 )
 
 // SampleOptions controls decoding.
@@ -125,13 +127,13 @@ func (m *Model) decode(rows []decRow, want []int) []float32 {
 				s := make([]float32, R*n)
 				for hh := lo; hh < hi; hh++ {
 					ko := (hh / group) * hd
-					gemm(false, true, R, n, hd, scale, q[hh*hd:], qd, kc[ko:], kvd, 0, s, n)
+					gemm1(false, true, R, n, hd, scale, q[hh*hd:], qd, kc[ko:], kvd, 0, s, n)
 					for r := 0; r < R; r++ {
 						row := s[r*n : (r+1)*n]
 						softmaxRow(row[:p0+r+1])
 						clear(row[p0+r+1:])
 					}
-					gemm(false, false, R, hd, n, 1, s, n, vc[ko:], kvd, 0, att[hh*hd:], qd)
+					gemm1(false, false, R, hd, n, 1, s, n, vc[ko:], kvd, 0, att[hh*hd:], qd)
 				}
 			})
 		} else {
@@ -144,9 +146,9 @@ func (m *Model) decode(rows []decRow, want []int) []float32 {
 					s = slices.Grow(s[:0], row.pos+1)[:row.pos+1]
 					kc, vc := row.c.k[li], row.c.v[li]
 					// s = K[0..pos] · q, then o = sᵀ V[0..pos] (strided cache rows).
-					gemm(false, true, row.pos+1, 1, hd, scale, kc[ko:], kvd, q[r*qd+hh*hd:], hd, 0, s, 1)
+					gemm1(false, true, row.pos+1, 1, hd, scale, kc[ko:], kvd, q[r*qd+hh*hd:], hd, 0, s, 1)
 					softmaxRow(s)
-					gemm(false, false, 1, hd, row.pos+1, 1, s, row.pos+1, vc[ko:], kvd, 0, att[r*qd+hh*hd:], hd)
+					gemm1(false, false, 1, hd, row.pos+1, 1, s, row.pos+1, vc[ko:], kvd, 0, att[r*qd+hh*hd:], hd)
 				}
 			})
 		}
@@ -157,9 +159,7 @@ func (m *Model) decode(rows []decRow, want []int) []float32 {
 		rmsNormRows(h, x, W(l.mlpNorm), c.NormEps)
 		linear(g, h, D, c.DFF, l.wg, -1)
 		linear(u, h, D, c.DFF, l.wu, -1)
-		for i, a := range g {
-			g[i] = a * sigmoid(a) * u[i]
-		}
+		vec.SiLUMul(g, g, u)
 		gemm(false, false, R, D, c.DFF, 1, g, c.DFF, W(l.wd), D, 0, tmp, D)
 		for i := range x {
 			x[i] += tmp[i]
@@ -298,7 +298,7 @@ func (s *sampler) draw(logits []float32, o SampleOptions) (int, float32) {
 				best = i
 			}
 		}
-		lp, _ := rowLogprob(logits, best, 1, s.p)
+		lp, _, _ := rowLogprob(logits, best, 1, s.p)
 		return best, float32(lp)
 	}
 	inv := 1 / o.Temperature
@@ -339,6 +339,6 @@ func (s *sampler) draw(logits []float32, o SampleOptions) (int, float32) {
 			}
 		}
 	}
-	lp, _ := rowLogprob(logits, tok, inv, s.p)
+	lp, _, _ := rowLogprob(logits, tok, inv, s.p)
 	return tok, float32(lp)
 }
