@@ -11,5 +11,5 @@ func expSumAVX(dst, src *float32, n int, scale, shift float32) float32  { panic(
 func expAffineAVX(dst, src *float32, n int, scale, shift, a, b float32) { panic("vec: no assembly") }
 func mulAffineAVX(dst, p, d *float32, n int, a, b float32)              { panic("vec: no assembly") }
 func siluMulAVX(dst, a, b *float32, n int)                              { panic("vec: no assembly") }
-func siluGradAAVX(dst, a, b, gr *float32, n int)                         { panic("vec: no assembly") }
-func siluGradBAVX(dst, a, gr *float32, n int)                            { panic("vec: no assembly") }
+func siluGradAAVX(dst, a, b, gr *float32, n int)                        { panic("vec: no assembly") }
+func siluGradBAVX(dst, a, gr *float32, n int)                           { panic("vec: no assembly") }
