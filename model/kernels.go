@@ -101,7 +101,11 @@ func rmsInv(x []float32, eps float64) float32 {
 // rmsNormRows: y[n,:] = x[n,:]·r_n·w for rows of width len(w).
 func rmsNormRows(y, x, w []float32, eps float64) {
 	d := len(w)
-	parallelFor(len(x)/d, func(lo, hi int) {
+	par := parallelFor
+	if len(x) < 1<<13 { // a decoding step's few rows: not worth two goroutines
+		par = func(n int, fn func(lo, hi int)) { fn(0, n) }
+	}
+	par(len(x)/d, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			xr, yr := x[n*d:(n+1)*d], y[n*d:(n+1)*d]
 			r := rmsInv(xr, eps)

@@ -168,3 +168,49 @@ func TestSgemmPanicsOnBadArguments(t *testing.T) {
 		}()
 	}
 }
+
+// TestPackedEqualsSgemm: products through a pre-packed (fused) B equal
+// Sgemm on the concatenated matrix bit for bit, on both paths.
+func TestPackedEqualsSgemm(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		Disable = off
+		r := rand.New(rand.NewPCG(7, 8))
+		for _, s := range []struct{ m, k int }{{1, 5}, {4, 128}, {8, 384}, {13, 257}, {150, 600}, {700, 64}} {
+			widths := []int{128, 64, 37, 16}
+			parts := make([][]float32, len(widths))
+			n := 0
+			for i, w := range widths {
+				parts[i] = rnd(r, s.k*w)
+				n += w
+			}
+			full := make([]float32, s.k*n)
+			off := 0
+			for i, w := range widths {
+				for kk := 0; kk < s.k; kk++ {
+					copy(full[kk*n+off:], parts[i][kk*w:(kk+1)*w])
+				}
+				off += w
+			}
+			a := rnd(r, s.m*(s.k+3))
+			want, got := rnd(r, s.m*n), make([]float32, s.m*n)
+			copy(got, want)
+			p := PackCols(nil, s.k, parts, widths)
+			Sgemm(false, false, s.m, n, s.k, 0.5, a, s.k+3, full, n, 1.5, want, n)
+			p.Mul(s.m, 0.5, a, s.k+3, 1.5, got, n)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("fallback=%v m=%d k=%d: c[%d] = %v, Sgemm %v", off, s.m, s.k, i, got[i], want[i])
+				}
+			}
+			p = PackCols(p, s.k, parts, widths) // repacking reuses storage
+			p.MulSerial(s.m, 0.5, a, s.k+3, 0, got, n)
+			Sgemm(false, false, s.m, n, s.k, 0.5, a, s.k+3, full, n, 0, want, n)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("fallback=%v m=%d k=%d serial: c[%d] = %v, Sgemm %v", off, s.m, s.k, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	Disable = false
+}

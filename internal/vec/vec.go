@@ -82,6 +82,20 @@ func Dot(x, y []float32) float32 {
 	return s
 }
 
+// Axpy adds a·x to y (len(y) elements).
+func Axpy(y, x []float32, a float32) {
+	x = x[:len(y)]
+	n8 := len(y) &^ (padding - 1)
+	if fast() && n8 > 0 {
+		axpyAVX(&y[0], &x[0], n8, a)
+	} else {
+		n8 = 0
+	}
+	for i := n8; i < len(y); i++ {
+		y[i] += a * x[i]
+	}
+}
+
 // Scale multiplies x by a in place.
 func Scale(x []float32, a float32) {
 	n8 := len(x) &^ (padding - 1)

@@ -32,3 +32,6 @@ func siluGradAAVX(dst, a, b, gr *float32, n int)
 
 //go:noescape
 func siluGradBAVX(dst, a, gr *float32, n int)
+
+//go:noescape
+func axpyAVX(y, x *float32, n int, a float32)

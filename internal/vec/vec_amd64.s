@@ -355,3 +355,20 @@ gbloop:
 	JNZ  gbloop
 	VZEROUPPER
 	RET
+
+// func axpyAVX(y, x *float32, n int, a float32)
+TEXT ·axpyAVX(SB), NOSPLIT, $0-28
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS a+24(FP), Y5
+axloop:
+	VMOVUPS (DI), Y0
+	VFMADD231PS (SI), Y5, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ  axloop
+	VZEROUPPER
+	RET

@@ -13,3 +13,5 @@ func mulAffineAVX(dst, p, d *float32, n int, a, b float32)              { panic(
 func siluMulAVX(dst, a, b *float32, n int)                              { panic("vec: no assembly") }
 func siluGradAAVX(dst, a, b, gr *float32, n int)                        { panic("vec: no assembly") }
 func siluGradBAVX(dst, a, gr *float32, n int)                           { panic("vec: no assembly") }
+
+func axpyAVX(y, x *float32, n int, a float32) { panic("vec: no assembly") }

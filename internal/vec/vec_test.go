@@ -106,6 +106,9 @@ func TestKernelsAgainstFloat64(t *testing.T) {
 			c := append([]float32(nil), y...)
 			Scale(c, -1.5)
 			check("Scale", c, func(i int) float64 { return -1.5 * float64(y[i]) })
+			c = append(c[:0], y...)
+			Axpy(c, x, 0.75)
+			check("Axpy", c, func(i int) float64 { return float64(y[i]) + 0.75*float64(x[i]) })
 		}
 	})
 }
