@@ -15,6 +15,12 @@ var hasKernel = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 //go:noescape
 func kernel6x16(kc int, a *float32, rsa, csa int, b *float32, rsb int, c *float32, ldc int, alpha, beta float32)
 
+// kernel4x16 is kernel6x16 for 4 rows: the decoder's G=4 sequences, and
+// ragged last tiles of at most 4 rows.
+//
+//go:noescape
+func kernel4x16(kc int, a *float32, rsa, csa int, b *float32, rsb int, c *float32, ldc int, alpha, beta float32)
+
 // fmaLoop runs n iterations of 12 independent 8-wide FMAs (n·192 flops).
 //
 //go:noescape

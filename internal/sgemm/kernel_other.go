@@ -8,6 +8,10 @@ func kernel6x16(kc int, a *float32, rsa, csa int, b *float32, rsb int, c *float3
 	panic("sgemm: no assembly kernel on this architecture")
 }
 
+func kernel4x16(kc int, a *float32, rsa, csa int, b *float32, rsb int, c *float32, ldc int, alpha, beta float32) {
+	panic("sgemm: no assembly kernel on this architecture")
+}
+
 func fmaLoop(n int) {
 	x := [12]float32{}
 	for i := 0; i < n; i++ {

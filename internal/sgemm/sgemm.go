@@ -236,12 +236,16 @@ func macro(mc, nc, kc int, alpha float32, oa, ob *operand, beta float32, c []flo
 			if ir >= oa.full {
 				ap, rsa, csa = oa.edge, 1, oa.ec
 			}
-			if mh == mr && nw == nr {
-				kernel6x16(kc, &ap[0], rsa, csa, &bp[0], rsb, &c[ir*ldc+jr], ldc, alpha, beta)
+			kern := kernel6x16
+			if mh <= 4 {
+				kern = kernel4x16 // a third fewer multiply-adds thrown away
+			}
+			if (mh == mr || mh == 4) && nw == nr {
+				kern(kc, &ap[0], rsa, csa, &bp[0], rsb, &c[ir*ldc+jr], ldc, alpha, beta)
 				continue
 			}
 			// Edge tile: compute the full tile aside, then add its part.
-			kernel6x16(kc, &ap[0], rsa, csa, &bp[0], rsb, &t[0], nr, alpha, 0)
+			kern(kc, &ap[0], rsa, csa, &bp[0], rsb, &t[0], nr, alpha, 0)
 			for i := 0; i < mh; i++ {
 				row := c[(ir+i)*ldc+jr : (ir+i)*ldc+jr+nw]
 				tr := t[i*nr : i*nr+nw]
