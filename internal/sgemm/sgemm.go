@@ -270,6 +270,13 @@ func packA(dst []float32, tA bool, a []float32, lda, ic, pc, mc, kc int) {
 		i0 := ic + p
 		if tA {
 			// op(A)(i, kk) = a[kk·lda + i]: mr contiguous values per k.
+			if h == mr {
+				for kk := 0; kk < kc; kk++ {
+					o := (pc+kk)*lda + i0
+					*(*[mr]float32)(d[kk*mr : kk*mr+mr]) = *(*[mr]float32)(a[o : o+mr])
+				}
+				continue
+			}
 			for kk := 0; kk < kc; kk++ {
 				src := a[(pc+kk)*lda+i0 : (pc+kk)*lda+i0+h]
 				dd := d[kk*mr : kk*mr+mr]
