@@ -26,9 +26,11 @@ check:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=1 $(GO) vet -tags blas ./model/...
 
+# The default model's speed: pure Go, OpenBLAS and PyTorch side by side
+# (interleaved rounds, ranges; ROUNDS=n for more). PyTorch is Debian's
+# python3-torch; without it that column is n/a.
 bench:
-	$(GO) test ./model -run '^$$' -bench . -benchtime 5x
-	CGO_ENABLED=1 $(GO) test -tags blas ./model -run '^$$' -bench . -benchtime 5x
+	GO=$(GO) /usr/bin/python3 model/testdata/bench_table.py
 
 # The device check: builds here what a GPU machine without Go runs (the
 # model/cuda test binary, pure Go, and the scripts of

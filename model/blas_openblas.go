@@ -21,10 +21,15 @@ import (
 // threaded and large products are split across cores here instead.
 func init() {
 	C.openblas_set_num_threads(1)
-	sblas = splitBLAS{}
+	sblas, sblas1 = splitBLAS{}, netlib.Implementation{}
 	G.Use(splitBLAS{})
-	blasName = "OpenBLAS (cgo)"
 }
+
+// blasName describes the matrix-multiply backend, for the console header.
+var blasName = "OpenBLAS (cgo)"
+
+// BLASName says which BLAS this binary was built with: OpenBLAS here.
+func BLASName() string { return blasName }
 
 // splitBLAS is OpenBLAS with Sgemm split by rows (or columns) of C across
 // GOMAXPROCS goroutines when the product is large.

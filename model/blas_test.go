@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/swetui/swetui/internal/sgemm"
+	"github.com/swetui/swetui/internal/vec"
 )
 
 // TestGemmAgainstLoops checks the active BLAS (pure Go or OpenBLAS) on the
@@ -67,4 +70,18 @@ func TestGemmAgainstLoops(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFallbackKernels runs the numerics tests again with the assembly
+// kernels off (as on a CPU without AVX2/FMA): the gonum matmul and the
+// plain-Go exp must agree with the references too.
+func TestFallbackKernels(t *testing.T) {
+	sgemm.Disable, vec.Disable = true, true
+	defer func() { sgemm.Disable, vec.Disable = false, false }()
+	t.Run("float64", TestForwardMatchesFloat64Reference)
+	t.Run("pytorch", TestForwardMatchesPyTorch)
+	t.Run("sampler", TestSamplerMatchesTrainingGraph)
+	t.Run("gradients", TestModelGradientFiniteDifference)
+	t.Run("ops", TestOpGradientsFiniteDifference)
+	t.Run("gemm", TestGemmAgainstLoops)
 }

@@ -21,10 +21,13 @@
 //     Σ cot·logprob into Grads. The trainer owns the loss: GRPO passes
 //     dL/dlogprob, SFT the mean NLL's (train.sftBatch).
 //   - Sample (sampler.go): plain-Go decoding with a KV cache over the same
-//     weights, G completions decoded together after one prefill. Its
-//     behaviour logprobs are log softmax(logits/T) of the sampled token over
-//     the full vocabulary, which Logprobs with Batch.Temperature = T
-//     reproduces (tests: within 1e-4; measured ~2e-6).
+//     weights, packed for the matmul kernel once per call (q/k/v and
+//     gate/up fused). The prompt is prefilled once into a cache the G
+//     completions share, then they decode together, one batched step per
+//     token that allocates nothing. Its behaviour logprobs are log
+//     softmax(logits/T) of the sampled token over the full vocabulary,
+//     which Logprobs with Batch.Temperature = T reproduces (tests: within
+//     1e-4; measured ~2e-6).
 //   - AdamW, ClipGradNorm, Schedule (optim.go); Clone for the frozen
 //     reference; CopyWeightsFrom to refresh a sampling copy.
 //   - Save/Load (checkpoint.go): a directory that transformers can read as a
@@ -45,9 +48,16 @@
 //
 // # Speed
 //
-// The default build is pure Go (gonum). `go build -tags blas` (cgo, Debian's
-// libopenblas-dev) routes gorgonia's and our own GEMMs through OpenBLAS,
-// single-threaded and split across cores by us. BLASName reports which.
-// bench_test.go measures the default model; testdata/torch_bench.py runs the
-// same training step in PyTorch.
+// The default build is pure Go: gorgonia's matmuls (through gorgonia.Use),
+// our own gemm() and the sampler run on internal/sgemm, an AVX2/FMA
+// micro-kernel in Go assembly with packed panels and cache blocking, split
+// across cores by us (gonum where the CPU lacks AVX2 or FMA); softmax,
+// logprob and SwiGLU passes use internal/vec's vectorised exp. `go build
+// -tags blas` (cgo, Debian's libopenblas-dev) routes gorgonia's matmuls and
+// gemm() through OpenBLAS instead, single-threaded and split across cores by
+// us; the sampler's packed products stay on internal/sgemm. BLASName reports
+// which. bench_test.go measures the default model (tokens/s, GFLOP/s, share
+// of the measured FMA peak); testdata/torch_bench.py and torch_decode.py run
+// the same training step and sampling in PyTorch, and `make bench` prints
+// all three side by side.
 package model

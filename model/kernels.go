@@ -6,26 +6,43 @@ import (
 	"sync"
 
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/swetui/swetui/internal/sgemm"
+	"github.com/swetui/swetui/internal/vec"
 )
 
 // Plain-Go float32 kernels shared by the gorgonia ops (training) and the
 // sampler (decoding), so that both compute the same numbers.
 
-// sblas is the float32 BLAS used by our own kernels and the sampler; the
+// sblas and sblas1 are the float32 BLAS of our own kernels and the sampler:
+// sblas splits a product across cores, sblas1 runs it on the calling
+// goroutine (for callers that already run one product per core). The
+// default is internal/sgemm (AVX2/FMA assembly, gonum without it); the
 // `blas` build tag swaps in OpenBLAS (see blas_openblas.go).
-var sblas blas.Float32 = gonum.Implementation{}
+var sblas, sblas1 blas.Float32 = sgemm.Implementation{}, sgemmSerial{}
 
-// gemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices.
+type sgemmSerial struct{ sgemm.Implementation }
+
+func (sgemmSerial) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	sgemm.SgemmSerial(tA != blas.NoTrans, tB != blas.NoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+func trans(t bool) blas.Transpose {
+	if t {
+		return blas.Trans
+	}
+	return blas.NoTrans
+}
+
+// gemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices,
+// split across cores when large.
 func gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	ta, tb := blas.NoTrans, blas.NoTrans
-	if tA {
-		ta = blas.Trans
-	}
-	if tB {
-		tb = blas.Trans
-	}
-	sblas.Sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	sblas.Sgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// gemm1 is gemm on the calling goroutine, for use inside parallelFor.
+func gemm1(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	sblas1.Sgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // parallelFor runs fn over [0,n) split into contiguous chunks, one per core.
@@ -51,6 +68,27 @@ func parallelFor(n int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
+// parallelChunks runs an elementwise fn over [0,n) in one chunk per core
+// (multiples of 8 floats) when n is large enough to pay for the split.
+func parallelChunks(n int, fn func(lo, hi int)) {
+	w := runtime.GOMAXPROCS(0)
+	if w < 2 || n < 1<<14 {
+		fn(0, n)
+		return
+	}
+	chunk := ((n+w-1)/w + 7) &^ 7
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
 // rmsInv returns 1/sqrt(mean(x²)+eps) for one row.
 func rmsInv(x []float32, eps float64) float32 {
 	var ss float64
@@ -63,7 +101,11 @@ func rmsInv(x []float32, eps float64) float32 {
 // rmsNormRows: y[n,:] = x[n,:]·r_n·w for rows of width len(w).
 func rmsNormRows(y, x, w []float32, eps float64) {
 	d := len(w)
-	parallelFor(len(x)/d, func(lo, hi int) {
+	par := parallelFor
+	if len(x) < 1<<13 { // a decoding step's few rows: not worth two goroutines
+		par = func(n int, fn func(lo, hi int)) { fn(0, n) }
+	}
+	par(len(x)/d, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			xr, yr := x[n*d:(n+1)*d], y[n*d:(n+1)*d]
 			r := rmsInv(xr, eps)
@@ -111,42 +153,21 @@ func (t *ropeTable) rotate(row []float32, pos int, sign float32) {
 	}
 }
 
-func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
-
 // softmaxRow turns z into probabilities in place (max-subtracted) and returns
 // log-sum-exp of the input.
 func softmaxRow(z []float32) float64 {
-	m := float32(math.Inf(-1))
-	for _, v := range z {
-		if v > m {
-			m = v
-		}
-	}
-	var s float64
-	for i, v := range z {
-		e := math.Exp(float64(v - m))
-		z[i] = float32(e)
-		s += e
-	}
-	inv := float32(1 / s)
-	for i := range z {
-		z[i] *= inv
-	}
-	return float64(m) + math.Log(s)
+	m := vec.Max(z)
+	s := vec.ExpSum(z, z, 1, m)
+	vec.Scale(z, 1/s)
+	return float64(m) + math.Log(float64(s))
 }
 
 // rowLogprob returns log softmax(z/τ)[t] and the entropy of softmax(z/τ),
-// leaving p = softmax(z/τ) in scratch.
-func rowLogprob(z []float32, t int, invTemp float32, scratch []float32) (lp, ent float64) {
-	for i, v := range z {
-		scratch[i] = v * invTemp
-	}
-	lse := softmaxRow(scratch)
-	var ez float64 // Σ p·z
-	for i, p := range scratch {
-		if p > 0 {
-			ez += float64(p) * float64(z[i]*invTemp)
-		}
-	}
-	return float64(z[t]*invTemp) - lse, lse - ez
+// and the log-sum-exp of z/τ; scratch (len(z)) is overwritten.
+func rowLogprob(z []float32, t int, invTemp float32, scratch []float32) (lp, ent, lse float64) {
+	m := vec.Max(z) * invTemp
+	s := vec.ExpSum(scratch, z, invTemp, m)
+	lse = float64(m) + math.Log(float64(s))
+	ez := float64(invTemp) * float64(vec.Dot(scratch, z)) / float64(s) // E_p[z/τ]
+	return float64(z[t]*invTemp) - lse, lse - ez, lse
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/swetui/swetui/internal/vec"
 )
 
 // Fused float32 ops for gorgonia. Each is a small kernel with its own
@@ -234,26 +236,21 @@ func rope(x *G.Node, tab *ropeTable, T int) (*G.Node, error) {
 func swiGLU(a, b *G.Node) (*G.Node, error) {
 	o := &kop{name: "SwiGLU", inDims: []int{2, 2}, outDims: 2, shape: same(0),
 		fwd: func(in [][]float32, out []float32) {
-			for i, x := range in[0] {
-				out[i] = x * sigmoid(x) * in[1][i]
-			}
+			parallelChunks(len(out), func(lo, hi int) { vec.SiLUMul(out[lo:hi], in[0][lo:hi], in[1][lo:hi]) })
 		}}
 	o.grads = func(in G.Nodes, _, g *G.Node) (G.Nodes, error) {
 		da, err := apply(&kop{name: "SwiGLUDA", inDims: []int{2, 2, 2}, outDims: 2, shape: same(0),
 			fwd: func(in [][]float32, out []float32) {
-				for i, x := range in[0] {
-					s := sigmoid(x)
-					out[i] = in[2][i] * in[1][i] * s * (1 + x*(1-s))
-				}
+				parallelChunks(len(out), func(lo, hi int) {
+					vec.SiLUMulGradA(out[lo:hi], in[0][lo:hi], in[1][lo:hi], in[2][lo:hi])
+				})
 			}}, in[0], in[1], g)
 		if err != nil {
 			return nil, err
 		}
 		db, err := apply(&kop{name: "SwiGLUDB", inDims: []int{2, 2}, outDims: 2, shape: same(0),
 			fwd: func(in [][]float32, out []float32) {
-				for i, x := range in[0] {
-					out[i] = in[1][i] * x * sigmoid(x)
-				}
+				parallelChunks(len(out), func(lo, hi int) { vec.SiLUMulGradB(out[lo:hi], in[0][lo:hi], in[1][lo:hi]) })
 			}}, in[0], g)
 		if err != nil {
 			return nil, err
@@ -338,13 +335,13 @@ func attnForward(s attnShape, q, k, v, out, probs []float32) {
 			qo, ko := b*T*qw+h*HD, b*T*kw+(h/group)*HD
 			for i0 := 0; i0 < T; i0 += blk {
 				i1 := min(i0+blk, T)
-				gemm(false, true, i1-i0, i1, HD, scale, q[qo+i0*qw:], qw, k[ko:], kw, 0, p[i0*T:], T)
+				gemm1(false, true, i1-i0, i1, HD, scale, q[qo+i0*qw:], qw, k[ko:], kw, 0, p[i0*T:], T)
 				for i := i0; i < i1; i++ {
 					row := p[i*T : i*T+i1]
 					softmaxRow(row[:i+1])
 					clear(row[i+1:])
 				}
-				gemm(false, false, i1-i0, HD, i1, 1, p[i0*T:], T, v[ko:], kw, 0, out[qo+i0*qw:], qw)
+				gemm1(false, false, i1-i0, HD, i1, 1, p[i0*T:], T, v[ko:], kw, 0, out[qo+i0*qw:], qw)
 			}
 		}
 	})
@@ -374,8 +371,8 @@ func attnBackward(s attnShape, q, k, v, probs, dout, dq, dk, dv []float32) {
 					i1 := min(i0+blk, T)
 					R := i1 - i0
 					pb := p[i0*T:]
-					gemm(true, false, i1, HD, R, 1, pb, T, dout[qo+i0*qw:], qw, 1, dv[ko:], kw)
-					gemm(false, true, R, i1, HD, 1, dout[qo+i0*qw:], qw, v[ko:], kw, 0, dp, i1)
+					gemm1(true, false, i1, HD, R, 1, pb, T, dout[qo+i0*qw:], qw, 1, dv[ko:], kw)
+					gemm1(false, true, R, i1, HD, 1, dout[qo+i0*qw:], qw, v[ko:], kw, 0, dp, i1)
 					for r := 0; r < R; r++ {
 						i := i0 + r
 						pr, dr := p[i*T:i*T+i+1], dp[r*i1:(r+1)*i1]
@@ -388,8 +385,8 @@ func attnBackward(s attnShape, q, k, v, probs, dout, dq, dk, dv []float32) {
 						}
 						clear(dr[i+1:])
 					}
-					gemm(false, false, R, HD, i1, 1, dp, i1, k[ko:], kw, 0, dq[qo+i0*qw:], qw)
-					gemm(true, false, i1, HD, R, 1, dp, i1, q[qo+i0*qw:], qw, 1, dk[ko:], kw)
+					gemm1(false, false, R, HD, i1, 1, dp, i1, k[ko:], kw, 0, dq[qo+i0*qw:], qw)
+					gemm1(true, false, i1, HD, R, 1, dp, i1, q[qo+i0*qw:], qw, 1, dk[ko:], kw)
 				}
 			}
 		}
@@ -402,6 +399,9 @@ func attnBackward(s attnShape, q, k, v, probs, dout, dq, dk, dv []float32) {
 // ByIndices is involved, and the [N, V] log-probabilities never materialise.
 type logprobOp struct {
 	invTemp float32 // 1/τ, set per run
+	// Per-row log-sum-exp of z/τ and entropy from the forward pass, which
+	// the backward pass of the same run reuses.
+	lse, ent []float32
 }
 
 func (l *logprobOp) node(z, t *G.Node) (*G.Node, error) {
@@ -420,6 +420,9 @@ func (l *logprobOp) node(z, t *G.Node) (*G.Node, error) {
 func (l *logprobOp) forward(z, t, out []float32) {
 	n := len(t)
 	v := len(z) / n
+	if len(l.lse) != n {
+		l.lse, l.ent = make([]float32, n), make([]float32, n)
+	}
 	parallelFor(n, func(lo, hi int) {
 		scratch := make([]float32, v)
 		for i := lo; i < hi; i++ {
@@ -427,16 +430,20 @@ func (l *logprobOp) forward(z, t, out []float32) {
 				out[2*i], out[2*i+1] = 0, 0
 				continue
 			}
-			lp, ent := rowLogprob(z[i*v:(i+1)*v], int(t[i]), l.invTemp, scratch)
+			lp, ent, lse := rowLogprob(z[i*v:(i+1)*v], int(t[i]), l.invTemp, scratch)
 			out[2*i], out[2*i+1] = float32(lp), float32(ent)
+			l.lse[i], l.ent[i] = float32(lse), float32(ent)
 		}
 	})
 }
 
-// dz_k = [g_lp·(δ_kt − p_k) − g_ent·p_k·(log p_k + H)] / τ.
+// dz_k = [g_lp·(δ_kt − p_k) − g_ent·p_k·(log p_k + H)] / τ, with
+// log p_k = z_k/τ − lse: one pass of p_k·(a + b·z_k) from the forward
+// pass's lse and H.
 func (l *logprobOp) backward(z, t, g, dz []float32) {
 	n := len(t)
 	v := len(z) / n
+	it := l.invTemp
 	parallelFor(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			d := dz[i*v : (i+1)*v]
@@ -445,28 +452,9 @@ func (l *logprobOp) backward(z, t, g, dz []float32) {
 				clear(d)
 				continue
 			}
-			softmaxRow(scaleInto(d, z[i*v:(i+1)*v], l.invTemp))
-			var ent float64
-			for _, p := range d {
-				if p > 0 {
-					ent -= float64(p) * math.Log(float64(p))
-				}
-			}
-			for k, p := range d {
-				var lg float32
-				if p > 0 {
-					lg = float32(math.Log(float64(p)))
-				}
-				d[k] = (-gl*p - ge*p*(lg+float32(ent))) * l.invTemp
-			}
-			d[int(t[i])] += gl * l.invTemp
+			lse, h := l.lse[i], l.ent[i]
+			vec.ExpAffine(d, z[i*v:(i+1)*v], it, lse, it*(-gl-ge*(h-lse)), -ge*it*it)
+			d[int(t[i])] += gl * it
 		}
 	})
-}
-
-func scaleInto(dst, src []float32, a float32) []float32 {
-	for i, v := range src {
-		dst[i] = v * a
-	}
-	return dst
 }

@@ -49,12 +49,14 @@ func (o *AdamW) Update(md *Model, lr float64) error {
 			decay = float32(1 - lr*o.WeightDecay)
 		}
 		w, g := p.W, p.G
-		for i := range w {
-			gi := g[i]
-			m[i] = b1*m[i] + (1-b1)*gi
-			v[i] = b2*v[i] + (1-b2)*gi*gi
-			w[i] = w[i]*decay - stepSize*m[i]/(float32(math.Sqrt(float64(v[i]*invBC2)))+eps)
-		}
+		parallelChunks(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				gi := g[i]
+				m[i] = b1*m[i] + (1-b1)*gi
+				v[i] = b2*v[i] + (1-b2)*gi*gi
+				w[i] = w[i]*decay - stepSize*m[i]/(float32(math.Sqrt(float64(v[i]*invBC2)))+eps)
+			}
+		})
 	}
 	return nil
 }

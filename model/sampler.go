@@ -1,12 +1,15 @@
 package model
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
+
+	"github.com/swetui/swetui/internal/sgemm"
+	"github.com/swetui/swetui/internal/vec"
 )
 
 // SampleOptions controls decoding.
@@ -40,162 +43,209 @@ type Completion struct {
 	Truncated bool
 }
 
-// kvCache holds one sequence's keys and values, per layer [context, Hkv].
-type kvCache struct {
-	k, v [][]float32
-	n    int // positions filled
+// decoder runs the model in plain Go for one Sample call. The weights are
+// packed for the matmul kernel once per call, with the q/k/v and the
+// gate/up projections fused into one product each, so that a decoding step
+// makes one pass over each layer's weights for all G sequences. The
+// prompt's keys and values are cached once and shared by the G completions
+// (keys transposed, so that the scores of all G·group query heads against
+// them are one product); each completion's own keys and values go in its
+// suffix cache. Every buffer is allocated up front: a decoding step
+// allocates nothing.
+type decoder struct {
+	c                     Config
+	P, maxNew, G          int
+	qkvw, group           int
+	qkv, wo, gu, down     []*sgemm.Packed // per layer
+	qkvBias               [][]float32     // per layer, nil without biases
+	head                  *sgemm.Packed
+	pk, pv                [][]float32 // per layer: [kvh][HD][P], [kvh][P][HD]
+	sk, sv                [][]float32 // per layer: [G][kvh][HD][maxNew], [G][kvh][maxNew][HD]
+	x, h, fused, att, tmp []float32   // [rows, ·] scratch, rows = max(P, G)
+	act, xs, logits       []float32
+	q, k, v               []float32 // prefill: q, k, v apart, as attnForward wants them
+	qb, ob, sc            []float32 // decoding: gathered queries, outputs, scores
 }
 
-func (m *Model) newCache(capacity int) *kvCache {
-	kvd := m.Cfg.KVHeads * m.Cfg.HeadDim
-	c := &kvCache{}
-	for range m.layers {
-		c.k = append(c.k, make([]float32, capacity*kvd))
-		c.v = append(c.v, make([]float32, capacity*kvd))
+func (m *Model) newDecoder(P, maxNew, G int) *decoder {
+	c := m.Cfg
+	D, hd, F := c.DModel, c.HeadDim, c.DFF
+	qd, kvd := c.Heads*hd, c.KVHeads*hd
+	d := &decoder{c: c, P: P, maxNew: maxNew, G: G, qkvw: qd + 2*kvd, group: c.Heads / c.KVHeads}
+	W := func(i int) []float32 { return m.Params[i].W }
+	for _, l := range m.layers {
+		d.qkv = append(d.qkv, sgemm.PackCols(nil, D, [][]float32{W(l.wq), W(l.wk), W(l.wv)}, []int{qd, kvd, kvd}))
+		d.wo = append(d.wo, sgemm.PackCols(nil, qd, [][]float32{W(l.wo)}, []int{D}))
+		d.gu = append(d.gu, sgemm.PackCols(nil, D, [][]float32{W(l.wg), W(l.wu)}, []int{F, F}))
+		d.down = append(d.down, sgemm.PackCols(nil, F, [][]float32{W(l.wd)}, []int{D}))
+		var b []float32
+		if l.bq >= 0 {
+			b = slices.Concat(W(l.bq), W(l.bk), W(l.bv))
+		}
+		d.qkvBias = append(d.qkvBias, b)
+		d.pk = append(d.pk, make([]float32, kvd*P))
+		d.pv = append(d.pv, make([]float32, kvd*P))
+		d.sk = append(d.sk, make([]float32, G*kvd*maxNew))
+		d.sv = append(d.sv, make([]float32, G*kvd*maxNew))
 	}
-	return c
-}
-
-func (c *kvCache) cloneN(n int) *kvCache {
-	d := &kvCache{n: c.n}
-	for l := range c.k {
-		k, v := make([]float32, len(c.k[l])), make([]float32, len(c.v[l]))
-		copy(k, c.k[l][:n])
-		copy(v, c.v[l][:n])
-		d.k, d.v = append(d.k, k), append(d.v, v)
-	}
+	d.head = sgemm.PackCols(nil, D, [][]float32{W(m.lmHead)}, []int{c.VocabSize})
+	R := max(P, G)
+	d.x, d.h, d.tmp = make([]float32, R*D), make([]float32, R*D), make([]float32, R*D)
+	d.fused, d.att = make([]float32, R*max(d.qkvw, 2*F)), make([]float32, R*qd)
+	d.act = make([]float32, R*F)
+	d.xs, d.logits = make([]float32, G*D), make([]float32, G*c.VocabSize)
+	d.q, d.k, d.v = make([]float32, P*qd), make([]float32, P*kvd), make([]float32, P*kvd)
+	d.qb, d.ob = make([]float32, G*d.group*hd), make([]float32, G*d.group*hd)
+	d.sc = make([]float32, G*d.group*(P+maxNew))
 	return d
 }
 
-// decRow is one token being run through the decoder: its sequence's cache
-// and its position.
-type decRow struct {
-	c   *kvCache
-	pos int
-	tok int
+// mul is C = A·W for R rows, split across cores only when that pays.
+func mul(w *sgemm.Packed, R int, a []float32, c []float32) {
+	w.Mul(R, 1, a, w.K, 0, c, w.N)
 }
 
-// decode runs rows through the model in plain Go, appending their keys and
-// values to their caches, and returns the logits [len(want), V] of the rows
-// whose index is in want. Rows of one sequence must come in position order.
-func (m *Model) decode(rows []decRow, want []int) []float32 {
-	c := m.Cfg
-	R, D, hd := len(rows), c.DModel, c.HeadDim
-	qd, kvd := c.Heads*hd, c.KVHeads*hd
-	group := c.Heads / c.KVHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	W := func(i int) []float32 { return m.Params[i].W }
-
-	x := make([]float32, R*D)
-	emb := W(m.embed)
-	for r, row := range rows {
-		copy(x[r*D:(r+1)*D], emb[row.tok*D:(row.tok+1)*D])
+// mlp adds attention's output projection and the SwiGLU block of layer li
+// to the residual stream of R rows.
+func (d *decoder) mlp(m *Model, li, R int) {
+	c := d.c
+	D, F := c.DModel, c.DFF
+	l := m.layers[li]
+	mul(d.wo[li], R, d.att, d.tmp)
+	vec.Axpy(d.x[:R*D], d.tmp, 1)
+	rmsNormRows(d.h[:R*D], d.x[:R*D], m.Params[l.mlpNorm].W, c.NormEps)
+	mul(d.gu[li], R, d.h, d.fused) // [R, 2F]: gate then up
+	for r := 0; r < R; r++ {
+		gu := d.fused[r*2*F : (r+1)*2*F]
+		vec.SiLUMul(d.act[r*F:(r+1)*F], gu[:F], gu[F:])
 	}
-	h := make([]float32, R*D)
-	q, k, v := make([]float32, R*qd), make([]float32, R*kvd), make([]float32, R*kvd)
-	att := make([]float32, R*qd)
-	g, u := make([]float32, R*c.DFF), make([]float32, R*c.DFF)
-	tmp := make([]float32, R*D)
-	linear := func(dst, src []float32, in, out, w, b int) {
-		gemm(false, false, R, out, in, 1, src, in, W(w), out, 0, dst, out)
-		if b >= 0 {
-			bias := W(b)
-			for i := range dst {
-				dst[i] += bias[i%out]
+	mul(d.down[li], R, d.act, d.tmp)
+	vec.Axpy(d.x[:R*D], d.tmp, 1)
+}
+
+// project computes the fused q/k/v rows of R rows at positions pos0+r
+// (RoPE applied).
+func (d *decoder) project(m *Model, li, R, pos0 int, same bool) {
+	c := d.c
+	D, qd, kvd := c.DModel, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	l := m.layers[li]
+	rmsNormRows(d.h[:R*D], d.x[:R*D], m.Params[l.attnNorm].W, c.NormEps)
+	mul(d.qkv[li], R, d.h, d.fused)
+	for r := 0; r < R; r++ {
+		row := d.fused[r*d.qkvw : (r+1)*d.qkvw]
+		if b := d.qkvBias[li]; b != nil {
+			vec.Axpy(row, b, 1)
+		}
+		pos := pos0
+		if !same {
+			pos += r
+		}
+		m.rope.rotate(row[:qd], pos, 1)
+		m.rope.rotate(row[qd:qd+kvd], pos, 1)
+	}
+}
+
+// prefill runs the prompt through the model, filling the shared cache, and
+// returns the logits of its last token.
+func (d *decoder) prefill(m *Model, prompt []int) []float32 {
+	c := d.c
+	P, D, hd := d.P, c.DModel, c.HeadDim
+	qd, kvd := c.Heads*hd, c.KVHeads*hd
+	emb := m.Params[m.embed].W
+	for r, t := range prompt {
+		copy(d.x[r*D:(r+1)*D], emb[t*D:(t+1)*D])
+	}
+	as := attnShape{B: 1, T: P, H: c.Heads, KVH: c.KVHeads, HD: hd}
+	for li := range m.layers {
+		d.project(m, li, P, 0, false)
+		for r := 0; r < P; r++ {
+			row := d.fused[r*d.qkvw : (r+1)*d.qkvw]
+			copy(d.q[r*qd:(r+1)*qd], row[:qd])
+			copy(d.k[r*kvd:(r+1)*kvd], row[qd:qd+kvd])
+			copy(d.v[r*kvd:(r+1)*kvd], row[qd+kvd:])
+		}
+		// The training graph's attention kernel, so prompt positions match it.
+		attnForward(as, d.q, d.k, d.v, d.att[:P*qd], nil)
+		pk, pv := d.pk[li], d.pv[li]
+		for kh := 0; kh < c.KVHeads; kh++ {
+			for r := 0; r < P; r++ {
+				kr, vr := d.k[r*kvd+kh*hd:r*kvd+(kh+1)*hd], d.v[r*kvd+kh*hd:r*kvd+(kh+1)*hd]
+				for i, x := range kr {
+					pk[(kh*hd+i)*P+r] = x
+				}
+				copy(pv[(kh*P+r)*hd:], vr)
 			}
 		}
+		d.mlp(m, li, P)
 	}
-	for li, l := range m.layers {
-		rmsNormRows(h, x, W(l.attnNorm), c.NormEps)
-		linear(q, h, D, qd, l.wq, l.bq)
-		linear(k, h, D, kvd, l.wk, l.bk)
-		linear(v, h, D, kvd, l.wv, l.bv)
-		for r, row := range rows {
-			m.rope.rotate(q[r*qd:(r+1)*qd], row.pos, 1)
-			m.rope.rotate(k[r*kvd:(r+1)*kvd], row.pos, 1)
-			copy(row.c.k[li][row.pos*kvd:], k[r*kvd:(r+1)*kvd])
-			copy(row.c.v[li][row.pos*kvd:], v[r*kvd:(r+1)*kvd])
-		}
-		if block := prefillBlock(rows); block {
-			// One sequence, consecutive positions p0..p0+R-1: per head,
-			// S = Q Kᵀ over the cache [R, p0+R], causal softmax, O = P V.
-			p0, n := rows[0].pos, rows[0].pos+R
-			kc, vc := rows[0].c.k[li], rows[0].c.v[li]
-			parallelFor(c.Heads, func(lo, hi int) {
-				s := make([]float32, R*n)
-				for hh := lo; hh < hi; hh++ {
-					ko := (hh / group) * hd
-					gemm(false, true, R, n, hd, scale, q[hh*hd:], qd, kc[ko:], kvd, 0, s, n)
-					for r := 0; r < R; r++ {
-						row := s[r*n : (r+1)*n]
-						softmaxRow(row[:p0+r+1])
-						clear(row[p0+r+1:])
-					}
-					gemm(false, false, R, hd, n, 1, s, n, vc[ko:], kvd, 0, att[hh*hd:], qd)
-				}
-			})
-		} else {
-			parallelFor(R*c.Heads, func(lo, hi int) {
-				var s []float32
-				for rh := lo; rh < hi; rh++ {
-					r, hh := rh/c.Heads, rh%c.Heads
-					row := rows[r]
-					ko := (hh / group) * hd
-					s = slices.Grow(s[:0], row.pos+1)[:row.pos+1]
-					kc, vc := row.c.k[li], row.c.v[li]
-					// s = K[0..pos] · q, then o = sᵀ V[0..pos] (strided cache rows).
-					gemm(false, true, row.pos+1, 1, hd, scale, kc[ko:], kvd, q[r*qd+hh*hd:], hd, 0, s, 1)
-					softmaxRow(s)
-					gemm(false, false, 1, hd, row.pos+1, 1, s, row.pos+1, vc[ko:], kvd, 0, att[r*qd+hh*hd:], hd)
-				}
-			})
-		}
-		linear(tmp, att, qd, D, l.wo, -1)
-		for i := range x {
-			x[i] += tmp[i]
-		}
-		rmsNormRows(h, x, W(l.mlpNorm), c.NormEps)
-		linear(g, h, D, c.DFF, l.wg, -1)
-		linear(u, h, D, c.DFF, l.wu, -1)
-		for i, a := range g {
-			g[i] = a * sigmoid(a) * u[i]
-		}
-		gemm(false, false, R, D, c.DFF, 1, g, c.DFF, W(l.wd), D, 0, tmp, D)
-		for i := range x {
-			x[i] += tmp[i]
-		}
-	}
-	for _, row := range rows {
-		row.c.n = max(row.c.n, row.pos+1)
-	}
-	// Final norm and LM head only for the rows that are sampled from.
-	xs := make([]float32, len(want)*D)
-	for i, r := range want {
-		copy(xs[i*D:(i+1)*D], x[r*D:(r+1)*D])
-	}
-	rmsNormRows(xs, xs, W(m.norm), c.NormEps)
-	logits := make([]float32, len(want)*c.VocabSize)
-	gemm(false, false, len(want), c.VocabSize, D, 1, xs, D, W(m.lmHead), c.VocabSize, 0, logits, c.VocabSize)
-	return logits
+	return d.lmHead(m, d.x[(P-1)*D:P*D], 1)
 }
 
-// prefillBlock reports whether rows are one sequence at consecutive
-// positions (a prompt being prefilled), which attention can do as GEMMs.
-func prefillBlock(rows []decRow) bool {
-	if len(rows) < 2 {
-		return false
-	}
-	for i, r := range rows {
-		if r.c != rows[0].c || r.pos != rows[0].pos+i {
-			return false
-		}
-	}
-	return true
+// lmHead returns the logits of R rows of the residual stream.
+func (d *decoder) lmHead(m *Model, x []float32, R int) []float32 {
+	D, V := d.c.DModel, d.c.VocabSize
+	rmsNormRows(d.xs[:R*D], x[:R*D], m.Params[m.norm].W, d.c.NormEps)
+	d.head.Mul(R, 1, d.xs, D, 0, d.logits, V)
+	return d.logits[:R*V]
 }
 
-// Sample draws n completions of prompt. The prompt is prefilled once; its
-// KV cache is then copied to each completion, and the n completions decode
-// together, one batched step per token.
+// step decodes one token for each of the R active completions seqs (all at
+// position P+t, t tokens after the prompt) and returns their logits [R, V].
+func (d *decoder) step(m *Model, seqs, toks []int, t int) []float32 {
+	c := d.c
+	R, D, hd := len(seqs), c.DModel, c.HeadDim
+	qd, kvd, group, P, S := c.Heads*hd, c.KVHeads*hd, d.group, d.P, d.maxNew
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	emb := m.Params[m.embed].W
+	for r, tok := range toks {
+		copy(d.x[r*D:(r+1)*D], emb[tok*D:(tok+1)*D])
+	}
+	n, ld := P+t+1, P+S // keys per query; score row stride
+	for li := range m.layers {
+		d.project(m, li, R, P+t, true)
+		sk, sv := d.sk[li], d.sv[li]
+		for r, s := range seqs {
+			row := d.fused[r*d.qkvw : (r+1)*d.qkvw]
+			for kh := 0; kh < c.KVHeads; kh++ {
+				base := (s*c.KVHeads + kh) * hd * S
+				for i, x := range row[qd+kh*hd : qd+(kh+1)*hd] {
+					sk[base+i*S+t] = x
+				}
+				copy(sv[base+t*hd:], row[qd+kvd+kh*hd:qd+kvd+(kh+1)*hd])
+			}
+		}
+		Q := R * group // query rows per kv head
+		for kh := 0; kh < c.KVHeads; kh++ {
+			for r := 0; r < R; r++ {
+				copy(d.qb[r*group*hd:(r+1)*group*hd], d.fused[r*d.qkvw+kh*group*hd:])
+			}
+			// Scores against the shared prompt, then each completion's own
+			// keys, side by side in one row per query head.
+			sgemm.SgemmSerial(false, false, Q, P, hd, scale, d.qb, hd, d.pk[li][kh*hd*P:], P, 0, d.sc, ld)
+			for r, s := range seqs {
+				base := (s*c.KVHeads + kh) * hd * S
+				sgemm.SgemmSerial(false, false, group, t+1, hd, scale, d.qb[r*group*hd:], hd, sk[base:], S, 0, d.sc[r*group*ld+P:], ld)
+			}
+			for i := 0; i < Q; i++ {
+				softmaxRow(d.sc[i*ld : i*ld+n])
+			}
+			sgemm.SgemmSerial(false, false, Q, hd, P, 1, d.sc, ld, d.pv[li][kh*P*hd:], hd, 0, d.ob, hd)
+			for r, s := range seqs {
+				base := (s*c.KVHeads + kh) * hd * S
+				sgemm.SgemmSerial(false, false, group, hd, t+1, 1, d.sc[r*group*ld+P:], ld, sv[base:], hd, 1, d.ob[r*group*hd:], hd)
+			}
+			for r := 0; r < R; r++ {
+				copy(d.att[r*qd+kh*group*hd:r*qd+(kh+1)*group*hd], d.ob[r*group*hd:(r+1)*group*hd])
+			}
+		}
+		d.mlp(m, li, R)
+	}
+	return d.lmHead(m, d.x, R)
+}
+
+// Sample draws n completions of prompt. The prompt is prefilled once into a
+// cache that the n completions share; they then decode together, one
+// batched step per token.
 func (m *Model) Sample(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Completion, error) {
 	if len(prompt) == 0 || len(prompt) >= m.Cfg.Context {
 		return nil, fmt.Errorf("model.Sample: prompt of %d tokens must be in [1, %d)", len(prompt), m.Cfg.Context)
@@ -215,45 +265,32 @@ func (m *Model) Sample(ctx context.Context, prompt []int, n int, o SampleOptions
 	if maxNew <= 0 || len(prompt)+maxNew > m.Cfg.Context {
 		maxNew = m.Cfg.Context - len(prompt)
 	}
-	capacity := len(prompt) + maxNew
 	stop := map[int]bool{}
 	for _, t := range o.Stop {
 		stop[t] = true
 	}
-
-	base := m.newCache(capacity)
-	rows := make([]decRow, len(prompt))
-	for i, t := range prompt {
-		rows[i] = decRow{c: base, pos: i, tok: t}
-	}
-	last := m.decode(rows, []int{len(prompt) - 1})
+	d := m.newDecoder(len(prompt), maxNew, n)
+	last := d.prefill(m, prompt)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 
 	V := m.Cfg.VocabSize
 	out := make([]Completion, n)
-	caches := make([]*kvCache, n)
 	logits := make([]float32, n*V)
-	for i := range caches {
-		if i == n-1 {
-			caches[i] = base
-		} else {
-			caches[i] = base.cloneN(len(prompt) * m.Cfg.KVHeads * m.Cfg.HeadDim)
-		}
+	active, toks := make([]int, n), make([]int, 0, n)
+	for i := range out {
+		out[i].Tokens, out[i].Logprobs = make([]int, 0, maxNew), make([]float32, 0, maxNew)
 		copy(logits[i*V:], last)
-	}
-	active := make([]int, n)
-	for i := range active {
 		active[i] = i
 	}
 	sc := newSampler(V)
-	for step := 0; len(active) > 0; step++ {
+	for t := 0; len(active) > 0; t++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		next := active[:0:0]
-		rows = rows[:0]
+		next := active[:0]
+		toks = toks[:0]
 		for ai, i := range active {
 			tok, lp := sc.draw(logits[ai*V:(ai+1)*V], o)
 			c := &out[i]
@@ -264,19 +301,15 @@ func (m *Model) Sample(ctx context.Context, prompt []int, n int, o SampleOptions
 			case len(c.Tokens) >= maxNew:
 				c.Truncated = true
 			default:
-				next = append(next, i)
-				rows = append(rows, decRow{c: caches[i], pos: len(prompt) + len(c.Tokens) - 1, tok: tok})
+				next = append(next, i) // in place: next never passes ai
+				toks = append(toks, tok)
 			}
 		}
 		active = next
 		if len(active) == 0 {
 			break
 		}
-		want := make([]int, len(rows))
-		for i := range want {
-			want[i] = i
-		}
-		logits = m.decode(rows, want)
+		logits = d.step(m, active, toks, t)
 	}
 	return out, nil
 }
@@ -289,7 +322,9 @@ type sampler struct {
 func newSampler(v int) *sampler { return &sampler{p: make([]float32, v), idx: make([]int, v)} }
 
 // draw picks a token from logits and returns it with its logprob under
-// softmax(logits/T) over the full vocabulary.
+// softmax(logits/T) over the full vocabulary. One exp pass serves both: the
+// logprob is computed exactly as rowLogprob (and so the training graph)
+// computes it.
 func (s *sampler) draw(logits []float32, o SampleOptions) (int, float32) {
 	if o.Temperature <= 0 {
 		best := 0
@@ -298,26 +333,25 @@ func (s *sampler) draw(logits []float32, o SampleOptions) (int, float32) {
 				best = i
 			}
 		}
-		lp, _ := rowLogprob(logits, best, 1, s.p)
+		lp, _, _ := rowLogprob(logits, best, 1, s.p)
 		return best, float32(lp)
 	}
 	inv := 1 / o.Temperature
-	for i, v := range logits {
-		s.p[i] = v * inv
-	}
-	softmaxRow(s.p)
+	mx := vec.Max(logits) * inv
+	sum := vec.ExpSum(s.p, logits, inv, mx) // unnormalised probabilities
+	lse := float64(mx) + math.Log(float64(sum))
 	var tok int
 	if o.TopP > 0 && o.TopP < 1 {
 		for i := range s.idx {
 			s.idx[i] = i
 		}
-		sort.Slice(s.idx, func(a, b int) bool { return s.p[s.idx[a]] > s.p[s.idx[b]] })
+		slices.SortFunc(s.idx, func(a, b int) int { return cmp.Compare(s.p[b], s.p[a]) })
 		var cum float32
 		k := 0
 		for k < len(s.idx) {
 			cum += s.p[s.idx[k]]
 			k++
-			if cum >= o.TopP {
+			if cum >= o.TopP*sum {
 				break
 			}
 		}
@@ -330,7 +364,7 @@ func (s *sampler) draw(logits []float32, o SampleOptions) (int, float32) {
 			}
 		}
 	} else {
-		u := o.Rand.Float32()
+		u := o.Rand.Float32() * sum
 		tok = len(s.p) - 1
 		for i, p := range s.p {
 			if u -= p; u < 0 {
@@ -339,6 +373,5 @@ func (s *sampler) draw(logits []float32, o SampleOptions) (int, float32) {
 			}
 		}
 	}
-	lp, _ := rowLogprob(logits, tok, inv, s.p)
-	return tok, float32(lp)
+	return tok, float32(float64(logits[tok]*inv) - lse)
 }

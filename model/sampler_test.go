@@ -122,7 +122,7 @@ func TestTopPSamplesOnlyFromNucleus(t *testing.T) {
 	for range 2000 {
 		tok, lp := s.draw(logits, SampleOptions{Temperature: 1, TopP: 0.8, Rand: r})
 		seen[tok]++
-		want, _ := rowLogprob(logits, tok, 1, make([]float32, 4))
+		want, _, _ := rowLogprob(logits, tok, 1, make([]float32, 4))
 		if math.Abs(float64(lp)-want) > 1e-6 {
 			t.Fatalf("logprob of %d = %v, want full-distribution %v", tok, lp, want)
 		}

@@ -141,7 +141,7 @@ func TestWorkaroundSoftMaxNaN(t *testing.T) {
 	if math.Abs(float64(row[0])-0.26894) > 1e-4 || math.Abs(float64(row[1])-0.73106) > 1e-4 {
 		t.Errorf("softmaxRow(-100,-99) = %v, want (0.269, 0.731)", row)
 	}
-	lp, _ := rowLogprob(data[2:], 0, 1, make([]float32, 2))
+	lp, _, _ := rowLogprob(data[2:], 0, 1, make([]float32, 2))
 	if math.Abs(lp-math.Log(0.26894)) > 1e-4 {
 		t.Errorf("rowLogprob = %v, want %v", lp, math.Log(0.26894))
 	}

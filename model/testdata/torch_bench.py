@@ -3,7 +3,7 @@
 the default model of config.toml, 4 sequences x 256 tokens (64 prompt),
 loss = mean NLL of the completion tokens, backward, clip, AdamW.
 
-    /usr/bin/python3 model/testdata/torch_bench.py [steps]
+    /usr/bin/python3 model/testdata/torch_bench.py [steps [threads]]
 """
 import sys
 import time
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 torch.manual_seed(0)
-torch.set_num_threads(2)
+torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
 L, D, H, KVH, FF, V = 4, 128, 4, 2, 384, 2048
 HD = D // H
 B, T, P = 4, 256, 64
