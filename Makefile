@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build build-blas test check setup bench gpu-check cuda-lint
+.PHONY: build build-blas test check setup bench gpu-check cuda-lint warmstart
 
 # The default build is pure Go; build-blas links OpenBLAS (Debian's
 # libopenblas-dev, cgo) for about 4x faster training on CPU.
@@ -50,3 +50,14 @@ cuda-lint:
 	  cat model/cuda/devicecheck/clang_prelude.h model/cuda/kernels.cu | clang -x cuda --cuda-gpu-arch=sm_80 \
 	    -nocudainc -nocudalib --cuda-device-only -S -O2 -Wall -Werror -DSWETUI_BF16=$$bf -DSWETUI_HD=$$hd -o /dev/null - \
 	    || exit 1; done; done; echo "kernels.cu compiles (clang, sm_80, bf16 0/1, head sizes 8-256)"
+
+# The warm start shipped for the embedded suite (package warmstart): trained
+# offline from the train split only, for WARMSTART_STEPS steps, with the
+# default config otherwise; the same commit, build and machine give the same
+# bytes. A test fails when the suite, the prompts, the tokenizer or the
+# model's defaults change without this being run again.
+WARMSTART_STEPS ?= 2400
+warmstart:
+	rm -rf .warmstart-build
+	$(GO) run . sft run.out_dir=.warmstart-build sft.steps=$(WARMSTART_STEPS) --export warmstart/shipped
+	rm -rf .warmstart-build

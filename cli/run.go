@@ -44,6 +44,10 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	shippedNote, err := ws.useShippedWarmStart()
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 
 	// One bus carries the run's events: the trainer's, and the pool's logs,
 	// state and host health straight from the sandbox.
@@ -110,6 +114,9 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx) }()
+	if shippedNote != "" {
+		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: shippedNote})
+	}
 	if dockerErr != nil {
 		bus.Publish(event.Message{Level: event.Warn, Time: time.Now(),
 			Text: fmt.Sprintf("docker phase unavailable: %v; syntax and apply-only still run", dockerErr)})

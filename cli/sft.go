@@ -4,17 +4,40 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/task"
 	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/warmstart"
 )
+
+// sftOptions are `swetui sft`'s inputs.
+type sftOptions struct {
+	Config config.Config
+	// Export, when set, also writes the checkpoint and its provenance there
+	// as the shipped warm start (make warmstart).
+	Export string
+}
+
+func newSFTOptions(env Env, args []string) (sftOptions, error) {
+	fs := newFlags(env, "sft")
+	load := configFlag(fs, env)
+	export := fs.String("export", "", "also write the checkpoint with its provenance to this folder, as the shipped warm start (make warmstart)")
+	cfg, _, err := parseAndLoad(fs, load, args)
+	return sftOptions{Config: cfg, Export: *export}, err
+}
 
 // sftRun implements `swetui sft`: the supervised warm start on the training
 // split's gold patches, with a progress line and the loss curve, writing the
 // checkpoint GRPO starts from (sft.out, default <run.out_dir>/sft).
-func sftRun(ctx context.Context, env Env, cfg config.Config) error {
+func sftRun(ctx context.Context, env Env, o sftOptions) error {
+	cfg := o.Config
+	cfg.SFT.Shipped = false // this command trains one
 	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
@@ -48,7 +71,47 @@ func sftRun(ctx context.Context, env Env, cfg config.Config) error {
 		fmt.Fprintf(env.Stdout, "held-out loss (gold replies of the test split, never trained on): %s\n", heldoutCurve(res.Heldout))
 	}
 	fmt.Fprintf(env.Stdout, "checkpoint: %s\n", ws.sftDir())
+	if o.Export != "" {
+		if err := exportWarmStart(ctx, ws, res, o.Export); err != nil {
+			return fmt.Errorf("sft: %w", err)
+		}
+		fmt.Fprintf(env.Stdout, "shipped warm start: %s\n", o.Export)
+	}
 	return nil
+}
+
+// exportWarmStart writes the finished warm start as the shipped one, with
+// what it was made from.
+func exportWarmStart(ctx context.Context, ws *workspace, res train.SFTResult, dst string) error {
+	if ws.cfg.Data.Source != task.MiniSource {
+		return fmt.Errorf("--export: the shipped warm start is for the embedded suite (data.source = %q), not %q", task.MiniSource, ws.cfg.Data.Source)
+	}
+	texts, err := ws.tokenizerTexts(ctx)
+	if err != nil {
+		return err
+	}
+	p := warmstart.Provenance{Recipe: warmstart.RecipeOf(ws.cfg), SFTSteps: ws.cfg.SFT.Steps, InputsHash: warmstart.InputsHash(texts),
+		Commit: gitCommit(ctx), Build: model.BLASName()}
+	for _, in := range ws.tasks {
+		p.TrainInstances = append(p.TrainInstances, in.InstanceID)
+	}
+	if n := len(res.Losses); n > 0 {
+		p.FinalLoss = res.Losses[n-1]
+	}
+	if n := len(res.Heldout); n > 0 {
+		p.HeldoutLoss = res.Heldout[n-1].NLL
+	}
+	return warmstart.Export(ws.sftDir(), dst, p)
+}
+
+// gitCommit is the checkout's commit, marked dirty when it has changes; ""
+// outside a git checkout.
+func gitCommit(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // lossCurve prints the loss at n evenly spaced steps.

@@ -12,6 +12,7 @@ import (
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/internal/durable"
 	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/warmstart"
 )
 
 // sftStage is a run's warm start (train.Warmup): it loads <out>/sft when an
@@ -180,3 +181,28 @@ func (s *sftStage) Save(ctx context.Context) error {
 }
 
 var _ train.Warmup = (*sftStage)(nil)
+
+// useShippedWarmStart puts the shipped warm start in <out>/sft when the run
+// can use it (its tokenizer was taken already) and no warm start is there,
+// and says so; or says why a run on the embedded suite trains its own.
+func (ws *workspace) useShippedWarmStart() (string, error) {
+	if ws.shipped == nil {
+		if ws.notShipped != "" {
+			return fmt.Sprintf("warm start: training one (the shipped one does not fit: %s)", ws.notShipped), nil
+		}
+		return "", nil
+	}
+	dir := ws.sftDir()
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+		return "", nil
+	}
+	if _, err := os.Stat(ws.partialSFTDir()); err == nil {
+		return "", nil // an interrupted warm start of this run's own: it continues
+	}
+	if err := warmstart.WriteTo(dir, *ws.shipped); err != nil {
+		return "", err
+	}
+	p := ws.shipped
+	return fmt.Sprintf("warm start: the one shipped for the embedded suite (%d steps on its %d training tasks, made at commit %s; sft.shipped=false trains one instead), in %s",
+		p.SFTSteps, len(p.TrainInstances), p.Commit, dir), nil
+}

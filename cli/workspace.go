@@ -11,12 +11,14 @@ import (
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/internal/durable"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/warmstart"
 )
 
 // workspace is what run, sft and eval share: the tasks of a split, their
@@ -27,6 +29,10 @@ type workspace struct {
 	repos    map[string]string // instance id -> host repository (mini suite, or reward.repos_dir clones)
 	prompter train.RepoPrompter
 	tok      *model.Tokenizer
+	// shipped is the shipped warm start this run uses (its tokenizer is
+	// ws.tok); notShipped says why a run that could use one does not.
+	shipped    *warmstart.Provenance
+	notShipped string
 }
 
 // maxContextBytes bounds the code shown in a prompt: about three bytes a
@@ -119,6 +125,10 @@ func (ws *workspace) loadTokenizer(ctx context.Context) error {
 			return ws.trainTokenizer(ctx, path)
 		}
 	}
+	return ws.loadTokenizerFile(path)
+}
+
+func (ws *workspace) loadTokenizerFile(path string) error {
 	tok, err := model.LoadTokenizer(path)
 	if err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
@@ -127,16 +137,51 @@ func (ws *workspace) loadTokenizer(ctx context.Context) error {
 	return nil
 }
 
-// trainTokenizer trains the byte-level BPE on what the policy reads and
-// writes: every training task's prompt and gold reply.
-func (ws *workspace) trainTokenizer(ctx context.Context, path string) error {
+// tokenizerTexts are what the policy reads and writes: every training
+// task's prompt and gold reply.
+func (ws *workspace) tokenizerTexts(ctx context.Context) ([]string, error) {
 	var texts []string
 	for _, in := range ws.tasks {
 		p, err := ws.prompter.Prompt(ctx, in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		texts = append(texts, p, train.GoldCompletion(in.Patch))
+	}
+	return texts, nil
+}
+
+// trainTokenizer trains the byte-level BPE on the tokenizer texts, or, when
+// the run can use the shipped warm start, takes that one's tokenizer.
+func (ws *workspace) trainTokenizer(ctx context.Context, path string) error {
+	texts, err := ws.tokenizerTexts(ctx)
+	if err != nil {
+		return err
+	}
+	if ws.cfg.SFT.Shipped && ws.cfg.Run.SFTFirst && ws.cfg.Model.InitCkpt == "" && ws.cfg.Data.Source == task.MiniSource {
+		prov, ok, err := warmstart.Shipped()
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			ws.notShipped = "this build ships no warm start"
+		default:
+			ws.notShipped = prov.Mismatch(warmstart.RecipeOf(ws.cfg), warmstart.InputsHash(texts))
+		}
+		if ok && ws.notShipped == "" {
+			data, err := warmstart.Tokenizer()
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return fmt.Errorf("tokenizer: %w", err)
+			}
+			if err := durable.ReplaceFile(path, data); err != nil {
+				return fmt.Errorf("tokenizer: %w", err)
+			}
+			ws.shipped = &prov
+			return ws.loadTokenizerFile(path)
+		}
 	}
 	tok, err := model.TrainBPE(ctx, slices.Values(texts), ws.cfg.Model.VocabSize, nil)
 	if err != nil {

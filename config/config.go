@@ -165,6 +165,9 @@ type SFT struct {
 	// SaveEvery steps an unfinished warm start is saved, so that a stopped
 	// or killed run continues it; 0 = only when the run stops.
 	SaveEvery int `toml:"save_every"`
+	// Shipped uses the warm start shipped for the embedded suite when the
+	// run's recipe matches it (package warmstart), instead of training one.
+	Shipped bool `toml:"shipped"`
 }
 
 // Watchdog bounds how long the trainer may go without progress.
@@ -220,7 +223,7 @@ func Default() Config {
 		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 0, ApplyOnHost: true},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest"},
-		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100, SaveEvery: 50},
+		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100, SaveEvery: 50, Shipped: true},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
 	}
