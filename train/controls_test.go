@@ -103,13 +103,7 @@ func TestCancelMidStepSavesAndStops(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
-	var stopped event.Stopped
-	for _, ev := range <-evs {
-		if s, ok := ev.(event.Stopped); ok {
-			stopped = s
-		}
-	}
-	if stopped.Reason != "interrupted" {
+	if stopped, _ := lastStopped(<-evs); stopped.Reason != "interrupted" {
 		t.Fatalf("stopped: %+v", stopped)
 	}
 	if latest, _ := LatestCheckpoint(cfg.Run.OutDir); latest == "" {

@@ -2,10 +2,8 @@ package train
 
 import (
 	"context"
-	"strings"
 	"testing"
 
-	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model/cuda"
 )
 
@@ -13,8 +11,7 @@ import (
 // CPU implementation (the same orchestration a GPU runs): GRPO raises the
 // rewarded share of "a", and its checkpoint loads into the CPU policy.
 func TestGRPOOnTheDevicePolicyLearns(t *testing.T) {
-	cfg := testConfig(t, "run.max_steps=25", "grpo.group_size=8", "grpo.prompts_per_step=1",
-		"sample.max_new_tokens=8", "model.context=64", "grpo.kl_coef=0.02")
+	cfg := shareOfAConfig(t)
 	host, tok := tinyModelPolicy(t, 3, 3e-2)
 	dev := cuda.NewCPU()
 	p, err := cuda.NewPolicy(dev, host.Model, cuda.F32, host.Optim, host.Schedule, host.GradClip, host.stop, 3)
@@ -29,29 +26,7 @@ func TestGRPOOnTheDevicePolicyLearns(t *testing.T) {
 	}
 	ref := &DeviceReference{R: r}
 	pol := &DevicePolicy{P: p, Host: host.Model.Clone(), Tokenizer: tok, Ref: ref}
-	share := rewardFunc(func(text string) event.Verdict {
-		if len(text) == 0 {
-			return event.Verdict{}
-		}
-		return event.Verdict{Reward: float64(strings.Count(text, "a")) / float64(len(text)), SyntaxOK: true}
-	})
-	tr := New(cfg, Deps{Policy: pol, Reference: ref, Tokenizer: tok, Scorer: share, Prompter: staticPrompter{},
-		Tasks: fakeTasks(3), Store: pol})
-	evs := drain(tr)
-	if err := tr.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var rewards []float64
-	for _, ev := range <-evs {
-		if sf, ok := ev.(event.StepFinished); ok {
-			rewards = append(rewards, sf.Metrics.RewardMean)
-		}
-	}
-	first, last := mean(rewards[:5]), mean(rewards[len(rewards)-5:])
-	t.Logf("mean reward on the device policy: first 5 steps %.3f, last 5 steps %.3f", first, last)
-	if last < first+0.2 {
-		t.Fatalf("reward %.3f over the first 5 steps, %.3f over the last 5: no learning", first, last)
-	}
+	learnShareOfA(t, cfg, pol, ref, pol, tok)
 	latest, err := LatestCheckpoint(cfg.Run.OutDir)
 	if err != nil || latest == "" {
 		t.Fatalf("no checkpoint: %v", err)

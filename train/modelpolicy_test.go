@@ -62,22 +62,26 @@ func TestModelPolicyLogprobsAgreeWithSampler(t *testing.T) {
 	}
 }
 
-// GRPO through the real model: rewarding the share of "a" in the completion
-// raises it. The reward is the task's, the gradients the model's.
-func TestGRPOOnTheRealModelLearns(t *testing.T) {
-	cfg := testConfig(t, "run.max_steps=25", "grpo.group_size=8", "grpo.prompts_per_step=1",
+// shareOfA rewards the share of "a" in a completion.
+var shareOfA = rewardFunc(func(text string) event.Verdict {
+	if len(text) == 0 {
+		return event.Verdict{}
+	}
+	return event.Verdict{Reward: float64(strings.Count(text, "a")) / float64(len(text)), SyntaxOK: true}
+})
+
+// shareOfAConfig is the short GRPO run the real-model learning tests share.
+func shareOfAConfig(t *testing.T) config.Config {
+	return testConfig(t, "run.max_steps=25", "grpo.group_size=8", "grpo.prompts_per_step=1",
 		"sample.max_new_tokens=8", "model.context=64", "grpo.kl_coef=0.02")
-	p, tok := tinyModelPolicy(t, 3, 3e-2)
-	ref := &ModelReference{Model: p.Model.Clone(), Temp: 1}
-	p.Ref = ref
-	share := rewardFunc(func(text string) event.Verdict {
-		if len(text) == 0 {
-			return event.Verdict{}
-		}
-		return event.Verdict{Reward: float64(strings.Count(text, "a")) / float64(len(text)), SyntaxOK: true}
-	})
-	tr := New(cfg, Deps{Policy: p, Reference: ref, Tokenizer: tok, Scorer: share, Prompter: staticPrompter{},
-		Tasks: fakeTasks(3), Store: p})
+}
+
+// learnShareOfA runs GRPO on pol rewarding shareOfA and fails unless the
+// mean reward of the last 5 steps is 0.2 above that of the first 5.
+func learnShareOfA(t *testing.T, cfg config.Config, pol Policy, ref Reference, store Store, tok Tokenizer) {
+	t.Helper()
+	tr := New(cfg, Deps{Policy: pol, Reference: ref, Tokenizer: tok, Scorer: shareOfA, Prompter: staticPrompter{},
+		Tasks: fakeTasks(3), Store: store})
 	evs := drain(tr)
 	if err := tr.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -93,6 +97,16 @@ func TestGRPOOnTheRealModelLearns(t *testing.T) {
 	if last < first+0.2 {
 		t.Fatalf("reward %.3f over the first 5 steps, %.3f over the last 5: no learning", first, last)
 	}
+}
+
+// GRPO through the real model: rewarding the share of "a" in the completion
+// raises it. The reward is the task's, the gradients the model's.
+func TestGRPOOnTheRealModelLearns(t *testing.T) {
+	cfg := shareOfAConfig(t)
+	p, tok := tinyModelPolicy(t, 3, 3e-2)
+	ref := &ModelReference{Model: p.Model.Clone(), Temp: 1}
+	p.Ref = ref
+	learnShareOfA(t, cfg, p, ref, p, tok)
 
 	// The checkpoint restores the policy, optimiser, reference and sampler RNG.
 	latest, err := LatestCheckpoint(cfg.Run.OutDir)
