@@ -473,3 +473,55 @@ func onceEach(t *testing.T, what string, vals []any, n int) {
 		t.Errorf("%s: steps %v, want 1..%d", what, seen, n)
 	}
 }
+
+// TestInterruptSavesTheWarmStart: ctrl-c during the warm start saves it at
+// the step it reached (even with no periodic saves), and the next run
+// continues from there.
+func TestInterruptSavesTheWarmStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := buildBinary(t, dir)
+	out := filepath.Join(dir, "run")
+	cfgPath := writeSmallConfig(t, dir, "sigint-"+strconv.Itoa(os.Getpid()), out, 0, true)
+	args := []string{"run", "--headless", "--config", cfgPath, "sft.save_every=0", "run.max_steps=1"}
+	cmd := exec.Command(bin, args...)
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	metrics := filepath.Join(out, "metrics.jsonl")
+	deadline := time.Now().Add(2 * time.Minute)
+	for maxStep(t, metrics, "sft_step") < 20 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the warm start never reached step 20")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ctrl-c: %v\n%s", err, stdout.String())
+	}
+	reached := maxStep(t, metrics, "sft_step")
+	data, err := os.ReadFile(filepath.Join(out, "sft-partial", "state.json"))
+	if err != nil {
+		t.Fatalf("no saved warm start after ctrl-c: %v\n%s", err, stdout.String())
+	}
+	var st struct{ Step int }
+	if err := json.Unmarshal(data, &st); err != nil || st.Step != reached {
+		t.Fatalf("saved at step %d (%v), the warm start had reached %d", st.Step, err, reached)
+	}
+	if !strings.Contains(stdout.String(), fmt.Sprintf("warm start at step %d of 100", reached)) {
+		t.Errorf("the exit summary does not say where the warm start stands:\n%s", stdout.String())
+	}
+	again, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("restart: %v\n%s", err, again)
+	}
+	if want := fmt.Sprintf("continuing from step %d of 100", reached); !strings.Contains(string(again), want) {
+		t.Fatalf("restart lacks %q:\n%s", want, again)
+	}
+}
