@@ -40,7 +40,8 @@ type scoreEntry struct {
 	Resolved                 bool               `json:"resolved"`
 	TestsStatus              *event.TestsStatus `json:"tests_status,omitempty"`
 	Error                    string             `json:"error,omitempty"`
-	Verdict                  *event.Verdict     `json:"verdict,omitempty"` // with the patch as extracted and normalised
+	HackFlags                []string           `json:"hack_flags,omitempty"` // why a patch whose tests pass is not resolved
+	Verdict                  *event.Verdict     `json:"verdict,omitempty"`    // with the patch as extracted and normalised
 }
 
 // scoreSummary is the report's head and what is printed.
@@ -229,6 +230,7 @@ func scoreOne(ctx context.Context, s *reward.Scorer, in *task.Instance, p predic
 	e.Verdict = &r
 	e.PatchSuccessfullyApplied = r.Applied
 	e.Resolved = r.Resolved
+	e.HackFlags = r.Hacks
 	e.TestsStatus = r.TestsStatus
 	return e
 }

@@ -146,6 +146,12 @@ type Sandbox struct {
 	Hosts     []string `toml:"hosts"`
 	Image     string   `toml:"image"`
 	User      string   `toml:"user"`
+	DiskMB    int      `toml:"disk_mb"`
+	TmpMB     int      `toml:"tmp_mb"`
+	CapAdd    []string `toml:"cap_add"`
+	// ReadOnlyRoot makes the root filesystem read-only, the workdir, /tmp
+	// and /swetui writable.
+	ReadOnlyRoot bool `toml:"read_only_root"`
 }
 
 // SFT configures the supervised warm start on gold patches.
@@ -220,9 +226,10 @@ func Default() Config {
 			Async: Async{MaxTrajectoryAgeSteps: 1, BufferGroups: 8}},
 		Curriculum: Curriculum{Phase: PhaseSyntax, Auto: true, Window: 20, SyntaxToApply: 0.8,
 			ApplyToDocker: 0.5, StepBackBelow: 0},
-		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 0, ApplyOnHost: true},
+		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 1, ApplyOnHost: true},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
-			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest"},
+			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest",
+			DiskMB: 1024, TmpMB: 256, CapAdd: []string{}, ReadOnlyRoot: true},
 		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100, SaveEvery: 50, Shipped: true},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},

@@ -133,6 +133,12 @@ func Validate(cfg Config) error {
 	check(b.PidsLimit < 16, "sandbox.pids_limit", b.PidsLimit, "must be at least 16")
 	positive("sandbox.log_cap_kb", b.LogCapKB)
 	check(b.Retries < 0, "sandbox.retries", b.Retries, "must be 0 or more")
+	check(b.DiskMB < 0, "sandbox.disk_mb", b.DiskMB, "must be 0 (no bound) or more")
+	check(b.TmpMB < 1, "sandbox.tmp_mb", b.TmpMB, "must be at least 1")
+	for i, c := range b.CapAdd {
+		check(c == "" || strings.ContainsAny(c, " ,") || strings.EqualFold(c, "ALL"), fmt.Sprintf("sandbox.cap_add[%d]", i), fmt.Sprintf("%q", c),
+			`must name one capability, such as "DAC_OVERRIDE"`)
+	}
 	check(b.Image == "", "sandbox.image", `""`, "must name the image of the embedded suite")
 	for i, h := range b.Hosts {
 		ok := strings.HasPrefix(h, "unix://") || strings.HasPrefix(h, "tcp://") || strings.HasPrefix(h, "ssh://")

@@ -47,6 +47,8 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 		// The log passed the cap and the container was killed: the end of
 		// the output is lost, and with it the verdict.
 		out.TimedOut = false
+	case res.DiskLimit:
+		out.DiskLimit = true
 	}
 	o := sandbox.ParseOutput(res.Log, nonce)
 	out.ApplyMethod = o.ApplyMethod
@@ -74,7 +76,6 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 		Workdir:        in.WorkdirOrDefault(),
 		BaseCommit:     in.BaseCommit,
 		ModelPatchPath: sandbox.ModelPatchPath,
-		TestCmd:        "true",
 	}
 	if in.Setup != "" {
 		ss.Setup = strings.Split(in.Setup, "\n")
@@ -91,13 +92,18 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 			files[sandbox.TestPatchPath] = []byte(NormalizeDiff(in.TestPatch))
 		}
 	}
-	script, nonce := sandbox.EvalScript(ss)
+	sc := sandbox.EvalScript(ss)
 	return sandbox.Spec{
 		ID:         sandbox.NewNonce()[:12],
 		InstanceID: in.InstanceID,
 		Image:      in.ImageName(),
 		Workdir:    in.WorkdirOrDefault(),
 		Files:      files,
-		Script:     script,
-	}, nonce, nil
+		Script:     sc.Prepare,
+		Tests:      sc.Tests,
+		Nonce:      sc.Nonce,
+		// An environment set up by writing system files (locale-gen) needs
+		// a writable root.
+		WritableRoot: strings.Contains(in.Setup, "locale-gen") || strings.Contains(in.Setup, "/etc/"),
+	}, sc.Nonce, nil
 }

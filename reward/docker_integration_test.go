@@ -104,7 +104,9 @@ func dockerImage(t *testing.T, d *client.Client) string {
 func dockerPool(t *testing.T, d *client.Client) *sandbox.Pool {
 	t.Helper()
 	pool, err := sandbox.NewPool(context.Background(), sandbox.Options{
-		Workers: 2, Queue: 32, Timeout: 2 * time.Minute, RunID: "reward-test-" + sandbox.NewNonce()[:8],
+		// The image's repository belongs to swetui, who runs the tests: root
+		// without capabilities could not write it.
+		Workers: 2, Queue: 32, Timeout: 2 * time.Minute, RunID: "reward-test-" + sandbox.NewNonce()[:8], User: "swetui",
 		Limits: sandbox.Limits{MemoryMB: 512, CPUs: 1, PidsLimit: 128, LogCap: 1 << 20},
 		Dial:   func(ctx context.Context, endpoint string) (sandbox.Docker, error) { return d, nil },
 	})
@@ -186,7 +188,7 @@ func TestDockerScoring(t *testing.T) {
 		{"gold without trailing context (git wants it at the end; patch applies it)", strings.Replace(calcGold, "-1,5 +1,5", "-1,2 +1,2", 1)[:strings.Index(calcGold, " \n \n def mul")], 1, true, ""},
 		{"fixes add, breaks mul", calcFixBreak, 0.3 + 0.7 - 0.5, false, ""},
 		{"forges PASSED lines at exit", calcForger, 0.3, false, ""},
-		{"rewrites the FAIL_TO_PASS test", calcTestRewrite, 0.3, false, HackTouchesTests},
+		{"rewrites the FAIL_TO_PASS test (flagged: worth nothing)", calcTestRewrite, 0, false, HackTouchesTests},
 		{"does not apply", applyCases[8].diff, 0, false, ""},
 	}
 	diffs := make([]string, len(tests))

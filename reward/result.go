@@ -25,7 +25,8 @@ func WeightsFrom(c config.Reward) Weights {
 //	docker:     apply_bonus·applied + test_weight·f2p_passed/f2p_total
 //	            − p2p_penalty·p2p_broken/p2p_total
 //
-// minus hack_penalty when a hack flag is raised, clamped to [0, 1]. An infra
+// minus hack_penalty when a hack flag is raised (the default 1 leaves a
+// flagged patch nothing), clamped to [0, 1]. An infra
 // failure scores 0 and is masked by the trainer. With no FAIL_TO_PASS tests
 // the F2P term counts in full when resolved, as the harness counts an empty
 // category as passing.

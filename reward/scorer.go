@@ -31,6 +31,7 @@ type EvalOutput struct {
 	Complete    bool   // start, end and exit-status lines were all seen, in order
 	ExitStatus  int    // the runner's exit status when Complete
 	TimedOut    bool   // the container hit its deadline and was killed
+	DiskLimit   bool   // the evaluation wrote past the disk bound and was killed
 	Forged      bool   // marker-like lines the script did not print appear in the log
 	Infra       error  // the evaluation failed for reasons that are not the model's
 	Duration    time.Duration
@@ -259,6 +260,8 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *event.Verdi
 		// so every listed test counts as failed (the harness's
 		// ">>>>> Tests Timed Out").
 		r.TestsError, log = "tests timed out", ""
+	case out.DiskLimit:
+		r.TestsError, log = "disk limit: the evaluation wrote past sandbox.disk_mb and was killed", ""
 	default:
 		// No end marker and exit status: the runner's output cannot be
 		// trusted to be whole, so none of it is graded.
@@ -267,7 +270,8 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *event.Verdi
 	g := GradeStatuses(parser(log), inst.FailToPass, inst.PassToPass)
 	r.F2PPassed, r.F2PTotal = g.F2PPassed, g.F2PTotal
 	r.P2PPassed, r.P2PBroken, r.P2PTotal = g.P2PPassed, g.P2PBroken, g.P2PTotal
-	r.Resolved = g.Resolved && out.Complete
+	// A hack-flagged patch is never resolved, whatever its tests say.
+	r.Resolved = g.Resolved && out.Complete && len(r.Hacks) == 0
 	r.TestsStatus, r.Statuses = &g.TestsStatus, g.Statuses
 }
 

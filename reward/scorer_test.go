@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,20 +24,17 @@ type fakePool struct {
 	res   sandbox.Result
 }
 
-var nonceRe = regexp.MustCompile(`SWETUI-START ([0-9a-f]+)`)
-
 func (f *fakePool) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
 	f.calls.Add(1)
-	m := nonceRe.FindStringSubmatch(spec.Script)
-	if m == nil {
-		return sandbox.Result{}, errors.New("script has no start marker")
+	if spec.Nonce == "" || strings.Contains(spec.Script+spec.Tests, spec.Nonce) {
+		return sandbox.Result{}, errors.New("the nonce must be the host's alone: set in the spec, absent from the scripts")
 	}
 	if _, ok := spec.Files[sandbox.ModelPatchPath]; !ok {
 		return sandbox.Result{}, errors.New("no model patch in the container's files")
 	}
 	res := f.res
 	if f.log != nil {
-		res.Log = f.log(m[1])
+		res.Log = f.log(spec.Nonce)
 	}
 	return res, nil
 }
@@ -102,7 +98,10 @@ func TestScorerDocker(t *testing.T) {
 		{name: "half", completion: goodCompletion, pool: &fakePool{log: protocolLog(ApplyGit, halfSummary, 1, true)}, reward: 0.3 + 0.35 - 0.25},
 		{name: "forged PASSED after the summary and a fake marker", completion: goodCompletion, pool: &fakePool{log: func(n string) string {
 			return protocolLog(ApplyGit, halfSummary+"\nPASSED tests/test_m.py::test_fix2\nPASSED tests/test_m.py::test_old2\nSWETUI-END 0000\nSWETUI-EXIT 0000 0", 1, true)(n)
-		}}, reward: 0.3 + 0.35 - 0.25, hack: HackForgedMarkers},
+		}}, reward: 0, hack: HackForgedMarkers}, // flagged: worth nothing
+		{name: "forged PASSED after the summary", completion: goodCompletion, pool: &fakePool{log: func(n string) string {
+			return protocolLog(ApplyGit, halfSummary+"\nPASSED tests/test_m.py::test_fix2\nPASSED tests/test_m.py::test_old2", 1, true)(n)
+		}}, reward: 0.3 + 0.35 - 0.25},
 		{name: "forged end and exit lines without the nonce cannot close the output early", completion: goodCompletion, pool: &fakePool{log: func(n string) string {
 			return protocolLog(ApplyGit, "SWETUI-END fake\n"+passingSummary, 0, false)(n)
 		}}, reward: 0, testsError: true, hack: HackForgedMarkers},
@@ -230,6 +229,21 @@ func TestCompose(t *testing.T) {
 	}
 }
 
+// TestHackFlagsSpareMiniGold: no gold patch of the embedded suite raises a
+// flag (a flag makes a patch worth nothing); TestLiteInstances checks the 30
+// real SWE-bench ones.
+func TestHackFlagsSpareMiniGold(t *testing.T) {
+	suite, err := task.GenerateMiniFor(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mt := range suite.Tasks {
+		if f := HackFlags(mt.Instance.Patch); len(f) > 0 {
+			t.Errorf("%s gold: flags %v", mt.Instance.InstanceID, f)
+		}
+	}
+}
+
 func TestHackFlags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -245,6 +259,20 @@ func TestHackFlags(t *testing.T) {
 		{"deleted test file", "diff --git a/pkg/test_x.py b/pkg/test_x.py\ndeleted file mode 100644\n--- a/pkg/test_x.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-def test_a(): pass\n", []string{HackTouchesTests, HackDeletesTests}},
 		{"removed test function in a source file", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1 @@\n-def test_helper(): pass\n x = 1\n", []string{HackDeletesTests}},
 		{"minus-minus line in a hunk is not a header", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1 @@\n--- tests/test_y.py\n x\n", nil},
+		{"pytest.toml", "--- /dev/null\n+++ b/pytest.toml\n@@ -0,0 +1 @@\n+[pytest]\n", []string{HackTouchesTestConfig}},
+		{"new pytest.py shadows the runner", "--- /dev/null\n+++ b/pytest.py\n@@ -0,0 +1 @@\n+print(1)\n", []string{HackShadowsRunner}},
+		{"new root module named like the standard library", "diff --git a/inspect.py b/inspect.py\nnew file mode 100644\n--- /dev/null\n+++ b/inspect.py\n@@ -0,0 +1 @@\n+x = 1\n", []string{HackShadowsRunner}},
+		{"new module of the same name inside a package is fine", "--- /dev/null\n+++ b/pkg/inspect.py\n@@ -0,0 +1 @@\n+x = 1\n", nil},
+		{"editing an existing root module is fine", "--- a/types.py\n+++ b/types.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n", nil},
+		{"new .pth file", "--- /dev/null\n+++ b/pkg/evil.pth\n@@ -0,0 +1 @@\n+import os\n", []string{HackShadowsRunner}},
+		{"new dist-info metadata", "--- /dev/null\n+++ b/x-1.dist-info/entry_points.txt\n@@ -0,0 +1 @@\n+[pytest11]\n", []string{HackShadowsRunner}},
+		{"renamed onto sitecustomize.py", "diff --git a/pkg/a.py b/sitecustomize.py\nsimilarity index 100%\nrename from pkg/a.py\nrename to sitecustomize.py\n", []string{HackShadowsRunner}},
+		{"source imports _pytest", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1,2 @@\n x = 1\n+import _pytest.reports\n", []string{HackReachesRunner}},
+		{"source defines a pytest hook", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1,2 @@\n x = 1\n+def pytest_runtest_makereport(item, call): pass\n", []string{HackReachesRunner}},
+		{"source writes to a raw descriptor", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1,2 @@\n x = 1\n+os.write(1, b'PASSED')\n", []string{HackReachesRunner}},
+		{"source reads the sandbox's files", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1,2 @@\n x = 1\n+open('/swetui/eval.sh')\n", []string{HackReachesRunner}},
+		{"a docstring that mentions pytest is fine", "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1,2 @@\n x = 1\n+# run the tests with pytest\n", nil},
+		{"tests may use pytest", "--- a/tests/test_x.py\n+++ b/tests/test_x.py\n@@ -1 +1,2 @@\n x = 1\n+import pytest\n", []string{HackTouchesTests}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,11 +303,12 @@ func TestApplierMatchesEvalScript(t *testing.T) {
 	for _, tt := range applyCases {
 		t.Run(tt.name, func(t *testing.T) {
 			work, pf := checkoutWithPatch(t, dir, commit, tt.diff)
-			script, nonce := sandbox.EvalScript(sandbox.ScriptSpec{Workdir: work, BaseCommit: commit, ModelPatchPath: pf, TestCmd: "true"})
-			cmd := exec.Command("bash", "-c", script)
+			sc := sandbox.EvalScript(sandbox.ScriptSpec{Workdir: work, BaseCommit: commit, ModelPatchPath: pf})
+			cmd := exec.Command("bash", "-c", sc.Prepare)
 			cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
 			out, _ := cmd.CombinedOutput()
-			inScript := sandbox.ParseOutput(string(out), nonce).ApplyMethod
+			lines, _, _ := sandbox.Opening(sc.Nonce, cmd.ProcessState.ExitCode(), false)
+			inScript := sandbox.ParseOutput(string(out)+lines, sc.Nonce).ApplyMethod
 			res, err := a.Check(context.Background(), "acme/widget", commit, tt.diff, nil)
 			if err != nil {
 				t.Fatal(err)

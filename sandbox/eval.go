@@ -6,15 +6,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
@@ -37,13 +40,31 @@ var (
 	ErrPanic = errors.New("panicked")
 )
 
-// Limits are the resources one evaluation's container may use.
+// Limits are the resources one evaluation's container may use, and how it
+// is locked down.
 type Limits struct {
 	MemoryMB  int
 	CPUs      float64
 	PidsLimit int
 	LogCap    int // bytes of log kept; output past it kills the container
+	// DiskMB bounds what the evaluation writes to disk (0: no bound): no
+	// file may grow past it (RLIMIT_FSIZE), the writable layer is capped by
+	// the storage driver where it can (--storage-opt size), and the
+	// writable folders are measured every DiskEvery; past the bound the
+	// container is killed and the result says DiskLimit.
+	DiskMB int
+	TmpMB  int // size of the tmpfs at /tmp (default 256)
+	// CapAdd are the capabilities given back after dropping all of them.
+	CapAdd []string
+	// WritableRoot keeps the image's root filesystem writable; otherwise it
+	// is read-only and only the workdir (a volume filled from the image),
+	// /swetui and /tmp can be written.
+	WritableRoot bool
 }
+
+// DiskEvery is how often the writable folders of a running evaluation are
+// measured against Limits.DiskMB.
+var DiskEvery = 2 * time.Second
 
 // Spec is one evaluation: a script run as the entry point of a fresh
 // container of Image, with Files copied in first.
@@ -53,10 +74,19 @@ type Spec struct {
 	Image      string            // image to run; must be on the host
 	Workdir    string            // working directory ("" = the image's)
 	Files      map[string][]byte // absolute path in the container -> content
-	Script     string            // bash script, copied to ScriptPath and run as the entry point
-	Timeout    time.Duration     // wall-clock limit from start; the container is killed at it
-	Env        []string          // KEY=value
-	User       string            // user to run as ("" = the image's)
+	Script     string            // bash script, copied to ScriptPath and run first
+	// Tests, with Nonce, makes it an eval (see script.go): Script is the
+	// prepare script, and when its exit status says so, Tests (a bash
+	// command line) runs next, its output framed by protocol lines of Nonce
+	// that the host writes.
+	Tests   string
+	Nonce   string
+	Timeout time.Duration // wall-clock limit from start; the container is killed at it
+	Env     []string      // KEY=value
+	User    string        // user to run as ("" = the image's)
+	// WritableRoot keeps the root filesystem writable for this evaluation
+	// (its setup writes system files), whatever Limits say.
+	WritableRoot bool
 }
 
 // Durations say where an evaluation's time went.
@@ -82,6 +112,7 @@ type Result struct {
 	Log         string // demultiplexed stdout+stderr, at most Limits.LogCap bytes
 	Truncated   bool   // output passed the cap; the container was killed
 	TimedOut    bool   // the deadline passed; the container was killed
+	DiskLimit   bool   // it wrote more than Limits.DiskMB; the container was killed
 	Canceled    bool   // the caller's context ended first
 	Infra       error
 	Attempts    int // tries, retries after infrastructure failures included
@@ -97,6 +128,9 @@ type Runner struct {
 	// Deferred removal: when set, Run hands the container's removal to it
 	// instead of waiting (the pool removes in the background).
 	removeAsync func(id string)
+	// noStorageOpt remembers that the host's storage driver has no size
+	// option.
+	noStorageOpt atomic.Bool
 }
 
 // apiTimeout bounds the calls that should be quick (create, copy, attach,
@@ -173,6 +207,13 @@ func (r *Runner) fail(ctx context.Context, res *Result, err error) {
 
 // create makes the container and copies the script and files in. On error
 // it returns the container's id if one was made, for removal.
+//
+// The container's own process is an init (PID 1) and a sleep that outlasts
+// the evaluation; the script and the tests run as processes that the
+// daemon starts in it (see execute). It has no network, no capabilities but
+// Limits.CapAdd, no new privileges, and unless the root filesystem must stay
+// writable, a read-only root with the workdir (a volume the daemon fills
+// from the image), /swetui and a size-limited /tmp writable.
 func (r *Runner) create(ctx context.Context, spec Spec, d *Durations) (string, error) {
 	if spec.Image == "" || spec.Script == "" {
 		return "", fmt.Errorf("evaluation %s: %w: image and script are required", spec.ID, ErrBadSpec)
@@ -188,13 +229,14 @@ func (r *Runner) create(ctx context.Context, spec Spec, d *Durations) (string, e
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	cfg := &container.Config{
-		Image:           spec.Image,
-		Cmd:             []string{"bash", ScriptPath},
+		Image: spec.Image,
+		// Idle until the evaluation's processes are done; it ends by itself
+		// by the deadline should the removal never come.
+		Entrypoint:      []string{"sleep"},
+		Cmd:             []string{strconv.Itoa(int(time.Until(deadline).Seconds()) + 1)},
 		WorkingDir:      spec.Workdir,
 		Env:             spec.Env,
 		User:            spec.User,
-		AttachStdout:    true,
-		AttachStderr:    true,
 		NetworkDisabled: true,
 		Labels: map[string]string{
 			LabelManaged:  "true",
@@ -204,26 +246,16 @@ func (r *Runner) create(ctx context.Context, spec Spec, d *Durations) (string, e
 			LabelDeadline: strconv.FormatInt(deadline.Unix(), 10),
 		},
 	}
-	pids := int64(r.Limits.PidsLimit)
-	host := &container.HostConfig{
-		NetworkMode: "none",
-		// Output goes to the attach stream only: a flood must not fill the
-		// host's disk through the json-file log.
-		LogConfig:   container.LogConfig{Type: "none"},
-		SecurityOpt: []string{"no-new-privileges"},
-		Resources: container.Resources{
-			Memory:     int64(r.Limits.MemoryMB) << 20,
-			MemorySwap: int64(r.Limits.MemoryMB) << 20, // no swap on top
-			NanoCPUs:   int64(r.Limits.CPUs * 1e9),
-		},
-	}
-	if pids > 0 {
-		host.Resources.PidsLimit = &pids
-	}
-	if r.Limits.MemoryMB <= 0 {
-		host.Resources.Memory, host.Resources.MemorySwap = 0, 0
-	}
+	host := r.hostConfig(spec)
 	created, err := r.Docker.ContainerCreate(ctx, cfg, host, nil, nil, "")
+	if err != nil && host.StorageOpt != nil && strings.Contains(err.Error(), "storage-opt") {
+		// The storage driver has no size option (overlay2 off xfs with
+		// pquota, fuse-overlayfs, ...): measuring the writable folders is
+		// what is left.
+		r.noStorageOpt.Store(true)
+		host.StorageOpt = nil
+		created, err = r.Docker.ContainerCreate(ctx, cfg, host, nil, nil, "")
+	}
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return "", fmt.Errorf("create container: %w: %s is not on %s; build or pull it with `swetui prepare` (%v)",
@@ -235,130 +267,332 @@ func (r *Runner) create(ctx context.Context, spec Spec, d *Durations) (string, e
 	for p, b := range spec.Files {
 		files[p] = b
 	}
-	archive, err := tarFiles(files)
-	if err != nil {
-		return created.ID, fmt.Errorf("evaluation %s: %w: %v", spec.ID, ErrBadSpec, err)
+	// The daemon copies into a read-only root only through its volumes.
+	roots := []string{"/"}
+	if host.ReadonlyRootfs {
+		roots = writableDirs(spec)
 	}
-	if err := r.Docker.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(archive), container.CopyToContainerOptions{}); err != nil {
-		return created.ID, fmt.Errorf("copy files into container %s: %w", short(created.ID), err)
+	for _, root := range roots {
+		archive, err := tarFiles(files, root)
+		if err != nil {
+			return created.ID, fmt.Errorf("evaluation %s: %w: %v", spec.ID, ErrBadSpec, err)
+		}
+		if archive == nil {
+			continue
+		}
+		if err := r.Docker.CopyToContainer(ctx, created.ID, root, bytes.NewReader(archive), container.CopyToContainerOptions{}); err != nil {
+			return created.ID, fmt.Errorf("copy files into container %s: %w", short(created.ID), err)
+		}
+	}
+	if len(files) > 0 {
+		var left []string
+		for p := range files {
+			left = append(left, p)
+		}
+		sort.Strings(left)
+		return created.ID, fmt.Errorf("evaluation %s: %w: %s outside the writable folders %v of a read-only root",
+			spec.ID, ErrBadSpec, strings.Join(left, ", "), roots)
 	}
 	d.Create = time.Since(t0)
 	return created.ID, nil
 }
 
-// execute attaches, starts and waits for the container, killing it at the
-// deadline, on cancellation or when the output passes the cap.
+// hostConfig is the confinement of spec's container.
+func (r *Runner) hostConfig(spec Spec) *container.HostConfig {
+	l := r.Limits
+	init := true
+	host := &container.HostConfig{
+		NetworkMode: "none",
+		// Output goes to the exec streams only: a flood must not fill the
+		// host's disk through the json-file log.
+		LogConfig:      container.LogConfig{Type: "none"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		CapDrop:        []string{"ALL"},
+		CapAdd:         append([]string(nil), l.CapAdd...),
+		Init:           &init,
+		ReadonlyRootfs: !l.WritableRoot && !spec.WritableRoot,
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%dm,mode=1777", tmpMB(l))},
+		Resources: container.Resources{
+			Memory:     int64(l.MemoryMB) << 20,
+			MemorySwap: int64(l.MemoryMB) << 20, // no swap on top
+			NanoCPUs:   int64(l.CPUs * 1e9),
+		},
+	}
+	if l.PidsLimit > 0 {
+		pids := int64(l.PidsLimit)
+		host.Resources.PidsLimit = &pids
+	}
+	if l.MemoryMB <= 0 {
+		host.Resources.Memory, host.Resources.MemorySwap = 0, 0
+	}
+	if l.DiskMB > 0 {
+		n := int64(l.DiskMB) << 20
+		host.Resources.Ulimits = []*container.Ulimit{{Name: "fsize", Soft: n, Hard: n}}
+		if !host.ReadonlyRootfs && !r.noStorageOpt.Load() {
+			host.StorageOpt = map[string]string{"size": strconv.Itoa(l.DiskMB) + "M"}
+		}
+	}
+	if host.ReadonlyRootfs {
+		// Anonymous volumes: the daemon copies the image's content at the
+		// path into them, and they go with the container (RemoveVolumes).
+		for _, p := range writableDirs(spec) {
+			host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Target: p})
+		}
+	}
+	return host
+}
+
+// writableDirs are the folders of spec that stay writable on a read-only
+// root, and that the disk bound measures.
+func writableDirs(spec Spec) []string {
+	dirs := []string{path.Dir(ScriptPath)}
+	if w := path.Clean(spec.Workdir); spec.Workdir != "" && w != "/" && w != path.Dir(ScriptPath) {
+		dirs = append(dirs, w)
+	}
+	return dirs
+}
+
+func tmpMB(l Limits) int {
+	if l.TmpMB > 0 {
+		return l.TmpMB
+	}
+	return 256
+}
+
+const killedStatus = 137 // a process killed by SIGKILL, as the shell reports it
+
+// execute starts the container and runs the evaluation's processes in it:
+// the script, then, for an eval, the tests, the host writing the protocol
+// lines around them. The container is killed at the deadline, on
+// cancellation, when the output passes the cap or the disk bound is passed.
 func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([]byte), res *Result) {
 	t0 := time.Now()
 	apiCtx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	att, err := r.Docker.ContainerAttach(apiCtx, id, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
-	if err != nil {
-		r.fail(ctx, res, fmt.Errorf("attach to container %s: %w", short(id), err))
-		return
-	}
-	defer att.Close()
-	// The wait outlives ctx: after a kill we still want the exit status.
-	waitCtx, stopWait := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWait()
-	waitC, waitErrC := r.Docker.ContainerWait(waitCtx, id, container.WaitConditionNextExit)
-	waited := false
-	defer func() {
-		if !waited {
-			// The client's wait goroutine sends its result unbuffered; take
-			// it (or the error that stopWait causes) so the goroutine ends.
-			go func() {
-				select {
-				case <-waitC:
-				case <-waitErrC:
-				}
-			}()
-		}
-	}()
-
 	logs := &capWriter{max: r.Limits.LogCap, onLog: onLog, full: make(chan struct{}), panicC: make(chan struct{})}
-	fullC, panicC := logs.full, logs.panicC
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		defer func() {
-			if v := recover(); v != nil {
-				logs.setPanic(v)
-			}
-		}()
-		_, _ = stdcopy.StdCopy(logs, logs, att.Reader)
-	}()
-
 	if err := r.Docker.ContainerStart(apiCtx, id, container.StartOptions{}); err != nil {
 		r.fail(ctx, res, fmt.Errorf("start container %s: %w", short(id), err))
 		return
 	}
 	res.Durations.Start = time.Since(t0)
 	started := time.Now()
-	timer := time.NewTimer(spec.Timeout)
-	defer timer.Stop()
 
-	kill := func() {
+	// One watcher kills the container for whichever reason comes first;
+	// the processes in it then end, and with them the steps below.
+	var (
+		killMu sync.Mutex
+		cause  string
+	)
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	diskC := make(chan struct{})
+	if r.Limits.DiskMB > 0 {
+		go r.watchDisk(id, spec, done, diskC)
+	}
+	go func() {
+		defer close(watched)
+		timer := time.NewTimer(spec.Timeout)
+		defer timer.Stop()
+		var why string
+		select {
+		case <-done:
+			return
+		case <-timer.C:
+			why = "timeout"
+		case <-ctx.Done():
+			why = "canceled"
+		case <-logs.full:
+			why = "truncated"
+		case <-logs.panicC:
+			why = "panic"
+		case <-diskC:
+			why = "disk"
+		}
+		killMu.Lock()
+		cause = why
+		killMu.Unlock()
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 		defer cancel()
-		// The container may have exited on its own meanwhile.
+		// The container may have gone meanwhile.
 		if err := r.Docker.ContainerKill(kctx, id, "KILL"); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+			killMu.Lock()
 			res.Infra = errors.Join(res.Infra, fmt.Errorf("kill container %s: %w", short(id), err))
+			killMu.Unlock()
+		}
+	}()
+	killed := func() string {
+		killMu.Lock()
+		defer killMu.Unlock()
+		return cause
+	}
+
+	status, err := r.step(ctx, id, spec, []string{"bash", ScriptPath}, logs)
+	if err == nil && killed() == "" && spec.Nonce != "" {
+		lines, run, exit := Opening(spec.Nonce, status, spec.Tests != "")
+		_, _ = logs.Write([]byte(lines))
+		status = exit
+		if run && killed() == "" {
+			status, err = r.step(ctx, id, spec, []string{"bash", "-c", spec.Tests}, logs)
+			if err == nil && killed() == "" {
+				_, _ = logs.Write([]byte(Closing(spec.Nonce, status)))
+			}
 		}
 	}
-	var exited bool
-	for !exited {
-		select {
-		case w := <-waitC:
-			exited, waited = true, true
-			res.ExitCode = int(w.StatusCode)
-			if w.Error != nil && w.Error.Message != "" {
-				res.Infra = fmt.Errorf("wait for container %s: %s", short(id), w.Error.Message)
-			}
-		case err := <-waitErrC:
-			exited, waited = true, true
-			res.Infra = fmt.Errorf("wait for container %s on %s: %w", short(id), r.endpoint(), err)
-		case <-timer.C:
-			res.TimedOut = true
-			kill()
-		case <-ctx.Done():
-			res.Canceled = true
-			kill()
-			ctx = context.WithoutCancel(ctx) // don't select on it again
-		case <-fullC:
-			res.Truncated = true
-			fullC = nil
-			kill()
-		case <-panicC:
-			panicC = nil
-			kill()
-		}
-		if (res.TimedOut || res.Canceled) && !exited {
-			// Bound the wait for the exit after a kill; the removal forces it.
-			select {
-			case w := <-waitC:
-				res.ExitCode, waited = int(w.StatusCode), true
-			case <-waitErrC:
-				waited = true
-			case <-time.After(5 * time.Second):
-			}
-			exited = true
-		}
-	}
+	close(done)
+	<-watched
 	res.Durations.Run = time.Since(started)
-	// The stream ends when the container does; don't hang on a daemon that
-	// keeps it open.
-	select {
-	case <-copied:
-	case <-time.After(2 * time.Second):
-		att.Close()
-		<-copied
+	res.ExitCode = status
+	killMu.Lock()
+	defer killMu.Unlock()
+	switch cause {
+	case "":
+		if err != nil {
+			r.fail(ctx, res, err)
+		}
+	case "timeout":
+		res.TimedOut, res.ExitCode = true, killedStatus
+	case "canceled":
+		res.Canceled = true
+	case "truncated":
+		res.Truncated, res.ExitCode = true, killedStatus
+	case "disk":
+		res.DiskLimit, res.ExitCode = true, killedStatus
+		_, _ = logs.Write([]byte(fmt.Sprintf("\nswetui: disk limit: the evaluation wrote more than %d MiB; container killed\n", r.Limits.DiskMB)))
 	}
 	res.Log = logs.String()
 	res.Truncated = res.Truncated || logs.truncated
 	if p := logs.panicValue(); p != nil {
 		res.Infra = errors.Join(res.Infra, fmt.Errorf("evaluation %s: log consumer %w: %v", spec.ID, ErrPanic, p))
 	}
+}
+
+// step runs cmd in the container as a process the daemon starts, copies its
+// output to out and returns its exit status, as the daemon saw it. It ends
+// when the process does (or the container is killed); output that processes
+// it left behind still write gets a moment, then the stream is closed.
+func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, out io.Writer) (int, error) {
+	apiCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+	defer cancel()
+	// Each status call gets its own bound: the process may run far longer.
+	inspect := func(id string) (container.ExecInspect, error) {
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+		defer cancel()
+		return r.Docker.ContainerExecInspect(ictx, id)
+	}
+	ex, err := r.Docker.ContainerExecCreate(apiCtx, id, container.ExecOptions{
+		Cmd: cmd, User: spec.User, WorkingDir: spec.Workdir, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("start %s in container %s on %s: %w", cmd[0], short(id), r.endpoint(), err)
+	}
+	att, err := r.Docker.ContainerExecAttach(apiCtx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return -1, fmt.Errorf("attach to %s in container %s on %s: %w", cmd[0], short(id), r.endpoint(), err)
+	}
+	defer att.Close()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		defer func() {
+			if v := recover(); v != nil {
+				if w, ok := out.(*capWriter); ok {
+					w.setPanic(v)
+				}
+			}
+		}()
+		_, _ = stdcopy.StdCopy(out, out, att.Reader)
+	}()
+	poll := time.NewTicker(200 * time.Millisecond)
+	defer poll.Stop()
+	var exitedAt time.Time
+	for {
+		select {
+		case <-copied:
+			// The stream ends as the process does; the daemon may take a
+			// moment more to record its status.
+			for i := 0; ; i++ {
+				st, err := inspect(ex.ID)
+				if err != nil {
+					return -1, fmt.Errorf("status of %s in container %s on %s: %w", cmd[0], short(id), r.endpoint(), err)
+				}
+				if !st.Running || i == 200 {
+					return st.ExitCode, nil
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		case <-poll.C:
+			st, err := inspect(ex.ID)
+			if err != nil {
+				att.Close()
+				<-copied
+				return -1, fmt.Errorf("status of %s in container %s on %s: %w", cmd[0], short(id), r.endpoint(), err)
+			}
+			if st.Running {
+				continue
+			}
+			if exitedAt.IsZero() {
+				exitedAt = time.Now()
+			} else if time.Since(exitedAt) > time.Second {
+				// A child it left holds the stream open: what it writes now
+				// is not the process's output.
+				att.Close()
+				<-copied
+				return st.ExitCode, nil
+			}
+		}
+	}
+}
+
+// watchDisk measures the container's writable folders every DiskEvery
+// until done and closes over when they pass Limits.DiskMB. The measure is
+// du, run by the daemon in the container: errors (a container that is
+// going) only skip a round.
+func (r *Runner) watchDisk(id string, spec Spec, done <-chan struct{}, over chan<- struct{}) {
+	t := time.NewTicker(DiskEvery)
+	defer t.Stop()
+	limit := int64(r.Limits.DiskMB) << 10 // KiB
+	cmd := append([]string{"du", "-skxc", "--"}, writableDirs(spec)...)
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		var buf bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), DiskEvery+5*time.Second)
+		_, err := r.step(ctx, id, Spec{User: spec.User}, cmd, &limitedBuffer{b: &buf, max: 1 << 16})
+		cancel()
+		if err != nil {
+			continue
+		}
+		if kb := duTotal(buf.String()); kb > limit {
+			close(over)
+			return
+		}
+	}
+}
+
+// duTotal reads the "total" line of du -c.
+func duTotal(out string) int64 {
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[1] == "total" {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+type limitedBuffer struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }
 
 // remove force-removes the container on its own context and reports how
@@ -378,15 +612,21 @@ func (r *Runner) endpoint() string {
 	return r.Docker.DaemonHost()
 }
 
-// tarFiles packs files (absolute paths) into a tar archive rooted at /.
+// tarFiles packs the files (absolute paths) that lie under root into a tar
+// archive rooted there, and takes them out of files; nil when none does.
 // Parent folders are created by the daemon; scripts get mode 0755.
-func tarFiles(files map[string][]byte) ([]byte, error) {
-	names := make([]string, 0, len(files))
+func tarFiles(files map[string][]byte, root string) ([]byte, error) {
+	var names []string
 	for p := range files {
 		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
 			return nil, fmt.Errorf("file path %q must be absolute and clean", p)
 		}
-		names = append(names, p)
+		if root == "/" || strings.HasPrefix(p, root+"/") {
+			names = append(names, p)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
 	}
 	sort.Strings(names)
 	var buf bytes.Buffer
@@ -397,13 +637,15 @@ func tarFiles(files map[string][]byte) ([]byte, error) {
 		if strings.HasSuffix(p, ".sh") {
 			mode = 0o755
 		}
-		hdr := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: mode, Size: int64(len(files[p])), ModTime: now, Typeflag: tar.TypeReg}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
+		hdr := &tar.Header{Name: rel, Mode: mode, Size: int64(len(files[p])), ModTime: now, Typeflag: tar.TypeReg}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, fmt.Errorf("tar %s: %w", p, err)
 		}
 		if _, err := tw.Write(files[p]); err != nil {
 			return nil, fmt.Errorf("tar %s: %w", p, err)
 		}
+		delete(files, p)
 	}
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("tar: %w", err)

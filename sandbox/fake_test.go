@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,8 @@ import (
 )
 
 // fakeDocker is an in-memory Docker host for the pool's logic. A
-// container's script is a list of lines the fake understands:
+// container's script (run by an exec of bash ScriptPath, as are the lines of
+// bash -c) is a list of lines the fake understands:
 //
 //	print TEXT     write TEXT and a newline to stdout
 //	sleep 200ms    pause
@@ -43,6 +45,7 @@ type fakeDocker struct {
 
 	mu         sync.Mutex
 	containers map[string]*fakeContainer
+	execs      map[string]*fakeExec
 	nextID     int
 	created    int
 	removed    int
@@ -54,11 +57,8 @@ type fakeContainer struct {
 	script  string
 	labels  map[string]string
 	running bool
-	exited  chan struct{}
-	code    int64
 	kill    chan struct{}
 	killed  sync.Once
-	out     net.Conn // the daemon's end of the attach stream
 }
 
 var errLost = errors.New("connection refused")
@@ -127,7 +127,7 @@ func (f *fakeDocker) ContainerCreate(ctx context.Context, cfg *container.Config,
 	f.nextID++
 	f.created++
 	id := fmt.Sprintf("%s-%064d", f.name, f.nextID)
-	f.containers[id] = &fakeContainer{id: id, labels: cfg.Labels, exited: make(chan struct{}), kill: make(chan struct{})}
+	f.containers[id] = &fakeContainer{id: id, labels: cfg.Labels, kill: make(chan struct{})}
 	return container.CreateResponse{ID: id}, nil
 }
 
@@ -150,16 +150,18 @@ func (f *fakeDocker) CopyToContainer(ctx context.Context, id, dst string, conten
 		return err
 	}
 	// The script is the only file the fake reads.
-	files, err := untar(content)
+	files, err := untar(content, dst)
 	if err != nil {
 		return err
 	}
-	c.script = files[ScriptPath]
+	if sc, ok := files[ScriptPath]; ok {
+		c.script = sc
+	}
 	return nil
 }
 
-// untar reads a tar stream into path -> content (paths made absolute).
-func untar(r io.Reader) (map[string]string, error) {
+// untar reads a tar stream extracted at dst into path -> content.
+func untar(r io.Reader, dst string) (map[string]string, error) {
 	files := map[string]string{}
 	tr := tar.NewReader(r)
 	for {
@@ -174,18 +176,8 @@ func untar(r io.Reader) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		files["/"+h.Name] = string(b)
+		files[path.Join(dst, h.Name)] = string(b)
 	}
-}
-
-func (f *fakeDocker) ContainerAttach(ctx context.Context, id string, _ container.AttachOptions) (types.HijackedResponse, error) {
-	c, err := f.get(id)
-	if err != nil {
-		return types.HijackedResponse{}, err
-	}
-	mine, theirs := net.Pipe()
-	c.out = theirs
-	return types.HijackedResponse{Conn: mine, Reader: bufio.NewReader(mine)}, nil
 }
 
 func (f *fakeDocker) ContainerStart(ctx context.Context, id string, _ container.StartOptions) error {
@@ -194,23 +186,95 @@ func (f *fakeDocker) ContainerStart(ctx context.Context, id string, _ container.
 		return err
 	}
 	c.running = true
-	go f.runContainer(c, f.lostChan())
 	return nil
 }
 
-func (f *fakeDocker) runContainer(c *fakeContainer, lost chan struct{}) {
-	w := stdcopy.NewStdWriter(c.out, stdcopy.Stdout)
-	finish := func(code int64) {
-		c.code = code
-		c.out.Close()
-		close(c.exited)
+// fakeExec is one process started in a fake container: the script (bash
+// ScriptPath), a command line (bash -c), or du, which reports nothing
+// written.
+type fakeExec struct {
+	c      *fakeContainer
+	script string
+	done   chan struct{}
+	code   int
+}
+
+func (f *fakeDocker) ContainerExecCreate(ctx context.Context, id string, opts container.ExecOptions) (container.ExecCreateResponse, error) {
+	c, err := f.get(id)
+	if err != nil {
+		return container.ExecCreateResponse{}, err
 	}
-	for _, line := range strings.Split(c.script, "\n") {
+	e := &fakeExec{c: c, done: make(chan struct{})}
+	switch {
+	case len(opts.Cmd) == 2 && opts.Cmd[0] == "bash" && opts.Cmd[1] == ScriptPath:
+		e.script = c.script
+	case len(opts.Cmd) == 3 && opts.Cmd[0] == "bash" && opts.Cmd[1] == "-c":
+		e.script = opts.Cmd[2]
+	case len(opts.Cmd) > 0 && opts.Cmd[0] == "du":
+		e.script = "print 0\ttotal"
+	default:
+		return container.ExecCreateResponse{}, fmt.Errorf("fake: cannot run %v", opts.Cmd)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	eid := fmt.Sprintf("exec-%d", f.nextID)
+	if f.execs == nil {
+		f.execs = map[string]*fakeExec{}
+	}
+	f.execs[eid] = e
+	return container.ExecCreateResponse{ID: eid}, nil
+}
+
+func (f *fakeDocker) exec(id string) (*fakeExec, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.execs[id]
+	if !ok {
+		return nil, fmt.Errorf("no such exec %s: %w", id, cerrdefs.ErrNotFound)
+	}
+	return e, nil
+}
+
+func (f *fakeDocker) ContainerExecAttach(ctx context.Context, id string, _ container.ExecAttachOptions) (types.HijackedResponse, error) {
+	e, err := f.exec(id)
+	if err != nil {
+		return types.HijackedResponse{}, err
+	}
+	mine, theirs := net.Pipe()
+	go f.runExec(e, theirs, f.lostChan())
+	return types.HijackedResponse{Conn: mine, Reader: bufio.NewReader(mine)}, nil
+}
+
+func (f *fakeDocker) ContainerExecInspect(ctx context.Context, id string) (container.ExecInspect, error) {
+	e, err := f.exec(id)
+	if err != nil {
+		return container.ExecInspect{}, err
+	}
+	select {
+	case <-e.done:
+		return container.ExecInspect{ExecID: id, ExitCode: e.code}, nil
+	default:
+		return container.ExecInspect{ExecID: id, Running: true}, nil
+	}
+}
+
+func (f *fakeDocker) runExec(e *fakeExec, out net.Conn, lost chan struct{}) {
+	w := stdcopy.NewStdWriter(out, stdcopy.Stdout)
+	finish := func(code int) {
+		e.code = code
+		out.Close()
+		close(e.done)
+	}
+	for _, line := range strings.Split(e.script, "\n") {
 		cmd, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 		var wait <-chan time.Time
 		switch cmd {
 		case "print":
-			w.Write([]byte(arg + "\n"))
+			w.Write([]byte(strings.ReplaceAll(arg, `\t`, "\t") + "\n"))
 			continue
 		case "sleep":
 			d, _ := time.ParseDuration(arg)
@@ -218,43 +282,22 @@ func (f *fakeDocker) runContainer(c *fakeContainer, lost chan struct{}) {
 		case "hang":
 		case "exit":
 			n, _ := strconv.Atoi(arg)
-			finish(int64(n))
+			finish(n)
 			return
 		default:
 			continue
 		}
 		select {
 		case <-wait:
-		case <-c.kill:
+		case <-e.c.kill:
 			finish(137)
 			return
 		case <-lost:
-			c.out.Close() // the stream dies with the daemon; the container lives on
+			out.Close() // the stream dies with the daemon; the process lives on
 			return
 		}
 	}
 	finish(0)
-}
-
-func (f *fakeDocker) ContainerWait(ctx context.Context, id string, _ container.WaitCondition) (<-chan container.WaitResponse, <-chan error) {
-	resC, errC := make(chan container.WaitResponse, 1), make(chan error, 1)
-	c, err := f.get(id)
-	if err != nil {
-		errC <- err
-		return resC, errC
-	}
-	lost := f.lostChan()
-	go func() {
-		select {
-		case <-c.exited:
-			resC <- container.WaitResponse{StatusCode: c.code}
-		case <-lost:
-			errC <- fmt.Errorf("%s: %w", f.name, errLost)
-		case <-ctx.Done():
-			errC <- ctx.Err()
-		}
-	}()
-	return resC, errC
 }
 
 func (f *fakeDocker) ContainerKill(ctx context.Context, id, _ string) error {

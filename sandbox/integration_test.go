@@ -148,16 +148,16 @@ func testRunner(t testing.TB) *Runner {
 func evalSpec(t testing.TB, modelPatch string) (Spec, string) {
 	t.Helper()
 	testPatch := diffOf(t, pyRepo, map[string]string{"test_calc.py": pyTestPatched})
-	script, nonce := EvalScript(ScriptSpec{
+	sc := EvalScript(ScriptSpec{
 		Workdir: "/testbed", BaseCommit: "HEAD", TestFiles: []string{"test_calc.py"},
 		TestPatchPath: TestPatchPath, ModelPatchPath: ModelPatchPath, TestCmd: testCmd,
 	})
 	return Spec{
 		ID: "eval-" + NewNonce()[:8], InstanceID: "toy__calc-1", Image: pyImage(t), Workdir: "/testbed",
-		Files:   map[string][]byte{ModelPatchPath: []byte(modelPatch), TestPatchPath: []byte(testPatch)},
-		Script:  script,
+		Files:  map[string][]byte{ModelPatchPath: []byte(modelPatch), TestPatchPath: []byte(testPatch)},
+		Script: sc.Prepare, Tests: sc.Tests, Nonce: sc.Nonce,
 		Timeout: time.Minute,
-	}, nonce
+	}, sc.Nonce
 }
 
 // shellSpec runs a plain script on the test image.
@@ -183,16 +183,17 @@ func TestRunHarness(t *testing.T) {
 		name      string
 		patch     string
 		user      string
+		capAdd    []string // the repository belongs to swetui: root needs DAC_OVERRIDE to write it
 		exit      int
 		method    string
 		complete  bool
 		wantInLog []string
 	}{
-		{"passing tests as non-root", gold, "swetui", 0, ApplyGit, true,
+		{"passing tests as non-root", gold, "swetui", nil, 0, ApplyGit, true,
 			[]string{"PASSED test_calc.py::test_add", "PASSED test_calc.py::test_mul"}},
-		{"failing tests", wrong, "", 1, ApplyGit, true,
+		{"failing tests as root", wrong, "", []string{"DAC_OVERRIDE"}, 1, ApplyGit, true,
 			[]string{"FAILED test_calc.py::test_add", "PASSED test_calc.py::test_mul"}},
-		{"patch that does not apply", "--- a/calc.py\n+++ b/calc.py\n@@ -1,1 +1,1 @@\n-no such line\n+x\n", "",
+		{"patch that does not apply", "--- a/calc.py\n+++ b/calc.py\n@@ -1,1 +1,1 @@\n-no such line\n+x\n", "swetui", nil,
 			ExitPatchFailed, ApplyFailed, false, nil},
 	}
 	for _, tc := range tests {
@@ -200,7 +201,9 @@ func TestRunHarness(t *testing.T) {
 			spec, nonce := evalSpec(t, tc.patch)
 			spec.User = tc.user
 			var streamed strings.Builder
-			res := testRunner(t).Run(context.Background(), spec, func(b []byte) { streamed.Write(b) })
+			r := testRunner(t)
+			r.Limits.CapAdd = tc.capAdd
+			res := r.Run(context.Background(), spec, func(b []byte) { streamed.Write(b) })
 			if res.Infra != nil || res.TimedOut || res.Canceled {
 				t.Fatalf("infra %v timedout %v canceled %v\n%s", res.Infra, res.TimedOut, res.Canceled, res.Log)
 			}

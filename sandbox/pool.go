@@ -45,7 +45,8 @@ func FromConfig(c config.Sandbox, runID string) Options {
 		Queue:   c.Queue,
 		Timeout: time.Duration(c.TimeoutS) * time.Second,
 		User:    c.User,
-		Limits:  Limits{MemoryMB: c.MemoryMB, CPUs: c.CPUs, PidsLimit: c.PidsLimit, LogCap: c.LogCapKB << 10},
+		Limits: Limits{MemoryMB: c.MemoryMB, CPUs: c.CPUs, PidsLimit: c.PidsLimit, LogCap: c.LogCapKB << 10,
+			DiskMB: c.DiskMB, TmpMB: c.TmpMB, CapAdd: append([]string(nil), c.CapAdd...), WritableRoot: !c.ReadOnlyRoot},
 		Retries: c.Retries,
 		RunID:   runID,
 	}

@@ -11,25 +11,31 @@ import (
 	"strings"
 )
 
-// The eval script's output protocol. Every protocol line carries a nonce
-// drawn per evaluation, so nothing a patch prints can forge one; parse only
-// lines that equal a protocol line exactly, and take the last of each kind.
+// The eval script's output protocol. An evaluation runs two processes in
+// its container, each started by the Docker daemon: the prepare script
+// (model patch, test-infrastructure reset, test files, test patch), whose
+// exit status says what it did, then the test runner. The host, not the
+// container, writes the protocol lines around their output, with a nonce
+// drawn per evaluation that never enters the container: nothing the code
+// under test can read, print or kill can forge one. The runner's exit status
+// is the daemon's word on its process. Parse only lines that equal a
+// protocol line exactly, and take the last of each kind.
 //
+//	... the prepare script's output ...
 //	SWETUI-APPLY <nonce> <method>         method: git-apply | git-apply-reject | patch | failed | empty
 //	SWETUI-TESTPATCH <nonce> ok|failed    the reference test patch (absent when there is none)
 //	SWETUI-START <nonce>                  the test runner's output follows
 //	... test runner output (stdout and stderr merged, in order) ...
-//	SWETUI-END <nonce>                    preceded by a newline the script adds
+//	SWETUI-END <nonce>                    preceded by a newline the host adds
 //	SWETUI-EXIT <nonce> <status>          the test runner's exit status
 //
 // The lines come in this order because the script applies the model patch
 // first, then resets the test files and applies the test patch (the
 // harness's order: whatever the model did to the tests is undone).
 //
-// When the model patch applies with none of the methods, the script prints
-// "SWETUI-APPLY <nonce> failed" and exits with ExitPatchFailed without running
-// the tests; when the test patch fails it exits with ExitTestPatchFailed.
-// Otherwise the script exits with the runner's status.
+// When the model patch applies with none of the methods, the tests do not
+// run and the evaluation's exit code is ExitPatchFailed; when the test patch
+// fails, ExitTestPatchFailed. Otherwise it is the runner's status.
 const (
 	ApplyPrefix     = "SWETUI-APPLY"
 	TestPatchPrefix = "SWETUI-TESTPATCH"
@@ -47,12 +53,20 @@ const (
 	ApplyEmpty     = "empty" // the model patch file was empty: nothing to apply
 )
 
-// Script exit statuses that are not the test runner's.
+// applied are the methods that succeed, in the order of their index in the
+// prepare script's exit status.
+var applied = []string{ApplyGit, ApplyGitReject, ApplyPatch, ApplyEmpty}
+
+// Evaluation exit statuses that are not the test runner's.
 const (
 	ExitPatchFailed     = 98
 	ExitTestPatchFailed = 97
 	ExitWorkdirMissing  = 96
 )
+
+// The prepare script exits with exitPrepared + 10*test patch state + method
+// index (test patch state: 0 none, 1 applied, 2 failed).
+const exitPrepared = 80
 
 // Paths inside the container where Run and EvalScript put their files.
 const (
@@ -91,6 +105,36 @@ func NewNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
+// Opening is what the host writes after the prepare script, given its exit
+// status: the apply and test-patch lines and, when the tests are to run (a
+// test command exists and the script got them ready), the start line. exit
+// is the evaluation's exit code should the tests not run.
+func Opening(nonce string, status int, tests bool) (lines string, run bool, exit int) {
+	if status == ExitPatchFailed {
+		return ApplyLine(nonce, ApplyFailed) + "\n", false, ExitPatchFailed
+	}
+	code := status - exitPrepared
+	if code < 0 || code%10 >= len(applied) || code/10 > 2 {
+		return "", false, status // the script did not get that far
+	}
+	lines = "\n" + ApplyLine(nonce, applied[code%10]) + "\n"
+	switch code / 10 {
+	case 1:
+		lines += TestPatchLine(nonce, true) + "\n"
+	case 2:
+		return lines + TestPatchLine(nonce, false) + "\n", false, ExitTestPatchFailed
+	}
+	if !tests {
+		return lines, false, 0
+	}
+	return lines + StartLine(nonce) + "\n", true, 0
+}
+
+// Closing is what the host writes after the test runner's output.
+func Closing(nonce string, status int) string {
+	return "\n" + EndLine(nonce) + "\n" + ExitLine(nonce, status) + "\n"
+}
+
 // ScriptSpec says what the eval script does; see EvalScript.
 type ScriptSpec struct {
 	Workdir    string   // the repository inside the container
@@ -100,34 +144,45 @@ type ScriptSpec struct {
 	// empty TestPatchPath skips the test patch.
 	TestPatchPath  string
 	ModelPatchPath string
-	Setup          []string // shell commands run first (environment activation, ...)
-	TestCmd        string   // the test runner's command line
+	Setup          []string // shell commands run before the tests (environment activation, ...)
+	TestCmd        string   // the test runner's command line; "" runs no tests
 	Nonce          string   // "" draws a new one
 }
 
-// EvalScript returns a bash script that, in Workdir: runs Setup; applies the
-// model patch with the harness's fallback chain (git apply, git apply
-// --reject, patch --fuzz=5 --forward), reverting a partial attempt before the
-// next; resets TestFiles to BaseCommit (so the model cannot rewrite the tests
-// that judge it); applies the test patch; runs TestCmd between the markers
-// and prints its exit status. It returns the script and its nonce.
-func EvalScript(s ScriptSpec) (script, nonce string) {
-	nonce = s.Nonce
+// Scripts are an evaluation's two processes: Prepare, a bash script (copy
+// it to ScriptPath), then Tests, a bash command line ("" when there is no
+// test command), and the nonce of the lines the host writes around them
+// (Opening, Closing).
+type Scripts struct {
+	Prepare, Tests, Nonce string
+}
+
+// gitEnv makes git trust repositories that belong to another user than the
+// one running it, and run no hook or fsmonitor that a repository configures.
+const gitEnv = "export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' " +
+	"GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=core.fsmonitor GIT_CONFIG_VALUE_2=false"
+
+// EvalScript writes an evaluation's scripts. Prepare, in Workdir: applies
+// the model patch with the harness's fallback chain (git apply, git apply
+// --reject, patch --fuzz=5 --forward), reverting a partial attempt before
+// the next; resets what the patch did to test infrastructure (runner
+// configuration back to BaseCommit, new modules that shadow the runner or
+// the standard library removed; see RunnerConfig and ShadowsRunner); resets
+// TestFiles to BaseCommit (so the model cannot rewrite the tests that judge
+// it); applies the test patch. Tests runs Setup, then TestCmd.
+func EvalScript(s ScriptSpec) Scripts {
+	nonce := s.Nonce
 	if nonce == "" {
 		nonce = NewNonce()
 	}
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	w("#!/bin/bash")
-	w("# Generated by swetui's sandbox; output protocol in sandbox/script.go.")
+	w("# Generated by swetui's sandbox; protocol in sandbox/script.go.")
 	w("set -uo pipefail")
-	w("exec 2>&1 </dev/null # one ordered stream for the grader")
-	// Repositories may belong to another user than the one running tests.
-	w("export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'")
+	w("exec 2>&1 </dev/null # one ordered stream")
+	w("%s", gitEnv)
 	w("cd %s || { echo 'workdir %s missing'; exit %d; }", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
-	for _, c := range s.Setup {
-		w("%s", c)
-	}
 	w("")
 	w("# Undo what a failed attempt wrote to the files the patch names.")
 	w("revert_touched() {")
@@ -138,23 +193,36 @@ func EvalScript(s ScriptSpec) (script, nonce string) {
 	w(`    rm -f -- "$f.rej" "$f.orig"`)
 	w(`  done`)
 	w("}")
+	b.WriteString(protectFunction(s.BaseCommit))
 	w("")
+	w("declare -A untracked # files not in git before the patch: not the patch's")
+	w(`while IFS= read -r -d '' f; do untracked[$f]=1; done < <(git ls-files -z --others)`)
 	mp := shq(s.ModelPatchPath)
 	w("if [ ! -s %s ]; then", mp)
-	w("  method=%s", ApplyEmpty)
+	w("  method=3")
 	w("elif git apply --verbose %s; then", mp)
-	w("  method=%s", ApplyGit)
+	w("  method=0")
 	w("elif revert_touched %s; git apply --verbose --reject %s; then", mp, mp)
-	w("  method=%s", ApplyGitReject)
+	w("  method=1")
 	w("elif revert_touched %s; patch --batch --fuzz=5 -p1 --forward --no-backup-if-mismatch -i %s; then", mp, mp)
-	w("  method=%s", ApplyPatch)
+	w("  method=2")
 	w("else")
 	w("  revert_touched %s", mp)
-	w("  method=%s", ApplyFailed)
+	w("  exit %d", ExitPatchFailed)
 	w("fi")
-	w("echo")
-	w(`echo "%s $method"`, ApplyPrefix+" "+nonce)
-	w(`[ "$method" = %s ] && exit %d`, ApplyFailed, ExitPatchFailed)
+	w("")
+	w("# What configures or shadows the test runner is not the model's to change.")
+	w(`while IFS= read -r -d '' f; do`)
+	w(`  protected "$f" 0 || continue`)
+	w(`  if git cat-file -e %s:"$f" 2>/dev/null; then git checkout -q %s -- "$f"; else rm -f -- "$f"; fi`, shq(s.BaseCommit), shq(s.BaseCommit))
+	w(`  echo "swetui: $f reset to the base commit (test infrastructure)"`)
+	w(`done < <(git diff --name-only -z)`)
+	w(`while IFS= read -r -d '' f; do`)
+	w(`  [ -n "${untracked[$f]:-}" ] && continue`)
+	w(`  protected "$f" 1 || continue`)
+	w(`  rm -f -- "$f"`)
+	w(`  echo "swetui: $f removed (test infrastructure)"`)
+	w(`done < <(git ls-files -z --others)`)
 	w("")
 	if len(s.TestFiles) > 0 {
 		files := append([]string(nil), s.TestFiles...)
@@ -166,22 +234,23 @@ func EvalScript(s ScriptSpec) (script, nonce string) {
 		w("done")
 	}
 	if s.TestPatchPath != "" {
-		tp := shq(s.TestPatchPath)
-		w("if git apply --verbose %s; then", tp)
-		w(`  echo; echo %s`, shq(TestPatchLine(nonce, true)))
-		w("else")
-		w(`  echo; echo %s; exit %d`, shq(TestPatchLine(nonce, false)), ExitTestPatchFailed)
-		w("fi")
+		w("if git apply --verbose %s; then tp=1; else tp=2; fi", shq(s.TestPatchPath))
+		w("exit $((%d + 10*tp + method))", exitPrepared)
+	} else {
+		w("exit $((%d + method))", exitPrepared)
 	}
-	w("")
-	w("echo %s", shq(StartLine(nonce)))
-	w("( %s )", s.TestCmd)
-	w("status=$?")
-	w("echo")
-	w("echo %s", shq(EndLine(nonce)))
-	w(`echo "%s $status"`, ExitPrefix+" "+nonce)
-	w("exit $status")
-	return b.String(), nonce
+	sc := Scripts{Prepare: b.String(), Nonce: nonce}
+	if s.TestCmd != "" {
+		var t strings.Builder
+		fmt.Fprintf(&t, "set -uo pipefail\nexec 2>&1 </dev/null\n%s\n", gitEnv)
+		fmt.Fprintf(&t, "cd %s || { echo 'workdir %s missing'; exit %d; }\n", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
+		for _, c := range s.Setup {
+			t.WriteString(c + "\n")
+		}
+		t.WriteString(s.TestCmd + "\n")
+		sc.Tests = t.String()
+	}
+	return sc
 }
 
 // Output is what the eval script's protocol lines say about one run.
@@ -242,9 +311,9 @@ func ParseOutput(log, nonce string) Output {
 	return out
 }
 
-// LogNonce returns the nonce of an eval log read without its script: that of
-// the first protocol line. The script prints its apply line before any code
-// of the patch runs, so the first one is the script's own; look-alikes the
+// LogNonce returns the nonce of an eval log read without its scripts: that
+// of the first protocol line. The host writes the apply line before any code
+// of the patch runs, so the first one is the host's own; look-alikes the
 // tests print come later, and ParseOutput reports them as Forged.
 func LogNonce(log string) (string, bool) {
 	for _, line := range strings.Split(log, "\n") {

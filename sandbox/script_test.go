@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,14 +106,13 @@ func TestEvalScriptOnHost(t *testing.T) {
 			mp, tp := filepath.Join(aux, "model.patch"), filepath.Join(aux, "test.patch")
 			os.WriteFile(mp, []byte(tc.patch), 0o644)
 			os.WriteFile(tp, []byte(testPatch), 0o644)
-			script, nonce := EvalScript(ScriptSpec{
+			sc := EvalScript(ScriptSpec{
 				Workdir: dir, BaseCommit: head, TestFiles: []string{"test.sh"},
 				TestPatchPath: tp, ModelPatchPath: mp, TestCmd: "sh test.sh",
 				Setup: []string{"export SETUP_RAN=1"},
 			})
-			cmd := exec.Command("bash", "-c", script)
-			out, _ := cmd.CombinedOutput()
-			exit := cmd.ProcessState.ExitCode()
+			out, exit := runOnHost(t, sc)
+			nonce := sc.Nonce
 			if exit != tc.exit {
 				t.Errorf("exit %d, want %d\n%s", exit, tc.exit, out)
 			}
@@ -143,6 +143,25 @@ func TestEvalScriptOnHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runOnHost runs an evaluation's scripts on the host as the Runner runs
+// them in a container: the prepare script, the host's lines, the tests.
+func runOnHost(t *testing.T, sc Scripts) (log string, exit int) {
+	t.Helper()
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command("bash", args...)
+		out, _ := cmd.CombinedOutput()
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	out, status := run("-c", sc.Prepare)
+	lines, tests, exit := Opening(sc.Nonce, status, sc.Tests != "")
+	log = out + lines
+	if tests {
+		out, exit = run("-c", sc.Tests)
+		log += out + Closing(sc.Nonce, exit)
+	}
+	return log, exit
 }
 
 func TestParseOutputIgnoresForgeries(t *testing.T) {
@@ -208,5 +227,44 @@ func TestRemoteImage(t *testing.T) {
 	}
 	if got := InstanceImage("a__b-1"); got != "sweb.eval.x86_64.a__b-1" {
 		t.Errorf("InstanceImage = %q", got)
+	}
+}
+
+// TestProtectedTwins: the script's bash rule and the Go rule that reward's
+// flags read agree, path by path.
+func TestProtectedTwins(t *testing.T) {
+	dir, head := gitRepo(t, map[string]string{"calc.py": "x = 1\n", "setup.cfg": "[metadata]\n"})
+	os.MkdirAll(filepath.Join(dir, "src", "_pytest"), 0o755)
+	os.WriteFile(filepath.Join(dir, "src", "_pytest", "x.py"), []byte("x\n"), 0o644)
+	git(t, dir, "add", "-A")
+	git(t, dir, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "pytest's own")
+	head = strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
+	tracked := func(p string) bool { return p == "src/_pytest" }
+	paths := []string{
+		"conftest.py", "tests/conftest.py", "pytest.ini", "a/b/tox.ini", "setup.cfg", "pyproject.toml", ".pytest.ini",
+		"pytest.py", "pkg/pytest.py", "sitecustomize.py", "x/usercustomize.py", "a.pth", "pkg/__pycache__/m.cpython-311.pyc",
+		"x-1.dist-info/entry_points.txt", "x.egg-info/entry_points.txt", "_pytest/reports.py", "src/_pytest/new.py",
+		"src/pluggy/__init__.py", "inspect.py", "json/__init__.py", "src/typing.py", "pkg/inspect.py", "calc.py",
+		"calc_plugin.py", "README", "src", "lib/x.so",
+	}
+	var script strings.Builder
+	script.WriteString("cd " + shq(dir) + "\n" + protectFunction(head))
+	for _, p := range paths {
+		fmt.Fprintf(&script, "protected %s 0 && echo 0; protected %s 1 && echo 1; echo .\n", shq(p), shq(p))
+	}
+	out, err := exec.Command("bash", "-c", script.String()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), ".\n"), ".\n")
+	if len(got) != len(paths) {
+		t.Fatalf("bash said %d answers for %d paths:\n%s", len(got), len(paths), out)
+	}
+	for i, p := range paths {
+		bashTracked, bashNew := strings.Contains(got[i], "0\n"), strings.Contains(got[i], "1\n")
+		goTracked, goNew := RunnerConfig(p), RunnerConfig(p) || ShadowsRunner(p, tracked)
+		if bashTracked != goTracked || bashNew != goNew {
+			t.Errorf("%s: bash says edited %v added %v, Go %v %v", p, bashTracked, bashNew, goTracked, goNew)
+		}
 	}
 }
