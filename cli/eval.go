@@ -44,6 +44,9 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 	if *ckpt == "" {
 		return evalOptions{}, UsageErrorf("--ckpt is required")
 	}
+	if err := config.CheckTemperature(*temperature, true); err != nil {
+		return evalOptions{}, UsageErrorf("--temperature %v: %v (as sample.temperature, but 0 decodes greedily)", *temperature, err)
+	}
 	if *samples < 1 {
 		return evalOptions{}, UsageErrorf("--samples must be at least 1, not %d", *samples)
 	}

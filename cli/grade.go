@@ -89,7 +89,7 @@ func readInstance(path string) (task.Instance, error) {
 	if err != nil {
 		return task.Instance{}, fmt.Errorf("read instance: %w", err)
 	}
-	data = bytes.TrimSpace(data)
+	data = bytes.TrimSpace(bytes.TrimPrefix(data, task.BOM))
 	var in task.Instance
 	if err := json.Unmarshal(data, &in); err != nil {
 		// A JSONL file: take its first line.

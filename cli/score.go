@@ -351,6 +351,7 @@ func readPredictions(arg string, insts []task.Instance) ([]prediction, error) {
 	if err != nil {
 		return nil, fmt.Errorf("score: predictions: %w", err)
 	}
+	data = bytes.TrimPrefix(data, task.BOM)
 	trimmed := bytes.TrimSpace(data)
 	var preds []prediction
 	switch {
@@ -373,11 +374,12 @@ func readPredictions(arg string, insts []task.Instance) ([]prediction, error) {
 	default:
 		sc := scanLines(bufio.NewReader(bytes.NewReader(data)))
 		for line := 1; sc.Scan(); line++ {
-			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			b := bytes.TrimPrefix(sc.Bytes(), task.BOM)
+			if len(bytes.TrimSpace(b)) == 0 {
 				continue
 			}
 			var p prediction
-			if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			if err := json.Unmarshal(b, &p); err != nil {
 				return nil, fmt.Errorf("score: predictions %s:%d: %w", arg, line, err)
 			}
 			preds = append(preds, p)

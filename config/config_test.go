@@ -200,3 +200,57 @@ func TestMarshalRoundTrip(t *testing.T) {
 		t.Fatalf("round trip changed the config")
 	}
 }
+
+// floatKeys lists the dotted keys of every float field of the config.
+func floatKeys(v reflect.Value, key string) []string {
+	var keys []string
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("toml"), ",")
+			k := tag
+			if key != "" {
+				k = key + "." + tag
+			}
+			keys = append(keys, floatKeys(v.Field(i), k)...)
+		}
+	case reflect.Float64:
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+// TestValidateRejectsNonFinite: NaN and ±Inf are refused in every float
+// key, the key named, whether from the command line or a file.
+func TestValidateRejectsNonFinite(t *testing.T) {
+	keys := floatKeys(reflect.ValueOf(Default()), "")
+	if len(keys) < 19 {
+		t.Fatalf("found %d float keys: %v", len(keys), keys)
+	}
+	for _, k := range keys {
+		for _, v := range []string{"nan", "inf", "-inf"} {
+			cfg, err := Load("test.toml", nil, []string{k + "=" + v})
+			if err != nil {
+				t.Fatalf("%s=%s: load: %v", k, v, err)
+			}
+			err = Validate(cfg)
+			if err == nil || !strings.Contains(err.Error(), k+" = ") || !strings.Contains(err.Error(), "must be a finite number") {
+				t.Errorf("%s=%s: %v", k, v, err)
+			}
+		}
+	}
+	section, key, _ := strings.Cut(keys[0], ".")
+	cfg, err := Load("f.toml", []byte("["+section+"]\n"+key+" = nan\n"), nil)
+	if err != nil || Validate(cfg) == nil {
+		t.Errorf("%s = nan in a file: load %v, validate %v", keys[0], err, Validate(cfg))
+	}
+}
+
+// TestLoadSkipsBOM: a config file that starts with a UTF-8 byte-order mark
+// loads as the same file without it.
+func TestLoadSkipsBOM(t *testing.T) {
+	cfg, err := Load("bom.toml", []byte("\xef\xbb\xbf[run]\nmax_steps = 3\n"), nil)
+	if err != nil || cfg.Run.MaxSteps != 3 {
+		t.Errorf("max_steps %d, err %v", cfg.Run.MaxSteps, err)
+	}
+}

@@ -43,6 +43,8 @@ func LoadFile(path string, optional bool, overrides []string) (Config, error) {
 }
 
 func decodeStrict(name string, data []byte, cfg *Config) error {
+	// A UTF-8 byte-order mark (Windows editors write one) is no TOML key.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(cfg)

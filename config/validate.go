@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -26,11 +28,18 @@ func (ps Problems) Error() string {
 	return fmt.Sprintf("invalid config (%d problem(s)):\n%s", len(ps), strings.Join(lines, "\n"))
 }
 
+// MaxMiniTasks bounds data.mini_tasks: the embedded suite is generated in
+// memory at every start, each task a repository of its own.
+const MaxMiniTasks = 2000
+
 // Validate checks cfg and returns every problem at once, or nil.
 func Validate(cfg Config) error {
 	var ps Problems
+	// NaN and Inf pass every comparison below unnoticed (NaN < 0 is false):
+	// no float knob may hold one.
+	nonFinite(reflect.ValueOf(cfg), "", &ps)
 	check := func(bad bool, key string, value any, why string) {
-		if bad {
+		if bad && !ps.has(key) {
 			ps = append(ps, Problem{key, value, why})
 		}
 	}
@@ -53,6 +62,8 @@ func Validate(cfg Config) error {
 	oneOf("data.split", d.Split, "train", "test", "all")
 	check(d.TrainLimit < 0, "data.train_limit", d.TrainLimit, "must be 0 (all) or more")
 	positive("data.mini_tasks", d.MiniTasks)
+	check(d.MiniTasks > MaxMiniTasks, "data.mini_tasks", d.MiniTasks,
+		fmt.Sprintf("must be at most %d: the embedded suite is generated in memory at every start (default 300)", MaxMiniTasks))
 	check(d.TestFrac <= 0 || d.TestFrac >= 1, "data.test_fraction", d.TestFrac, "must be strictly between 0 and 1")
 
 	m := cfg.Model
@@ -74,7 +85,9 @@ func Validate(cfg Config) error {
 	}
 
 	s := cfg.Sample
-	check(s.Temperature <= 0, "sample.temperature", s.Temperature, "must be positive")
+	if err := CheckTemperature(s.Temperature, false); err != nil {
+		check(true, "sample.temperature", s.Temperature, err.Error())
+	}
 	check(s.TopP <= 0 || s.TopP > 1, "sample.top_p", s.TopP, "must be in (0, 1]")
 	positive("sample.max_new_tokens", s.MaxNewTokens)
 	check(s.MaxNewTokens >= m.Context, "sample.max_new_tokens", s.MaxNewTokens,
@@ -179,4 +192,49 @@ func validDevice(d string) bool {
 		}
 	}
 	return true
+}
+
+func (ps Problems) has(key string) bool {
+	return slices.ContainsFunc(ps, func(p Problem) bool { return p.Key == key })
+}
+
+// nonFinite adds a problem for every float field of v (a config struct,
+// key its dotted path) that is NaN or infinite.
+func nonFinite(v reflect.Value, key string, ps *Problems) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("toml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			k := tag
+			if key != "" {
+				k = key + "." + tag
+			}
+			nonFinite(v.Field(i), k, ps)
+		}
+	case reflect.Float32, reflect.Float64:
+		if x := v.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
+			*ps = append(*ps, Problem{key, x, "must be a finite number"})
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			nonFinite(v.Index(i), fmt.Sprintf("%s[%d]", key, i), ps)
+		}
+	}
+}
+
+// CheckTemperature checks a sampling temperature: finite and positive, or
+// 0 for greedy decoding where greedy is allowed.
+func CheckTemperature(t float64, greedy bool) error {
+	switch {
+	case math.IsNaN(t) || math.IsInf(t, 0):
+		return fmt.Errorf("must be a finite number")
+	case greedy && t < 0:
+		return fmt.Errorf("must be 0 (greedy) or positive")
+	case !greedy && t <= 0:
+		return fmt.Errorf("must be positive")
+	}
+	return nil
 }

@@ -229,15 +229,23 @@ func TestRunHarness(t *testing.T) {
 }
 
 // TestRunConfinement checks the limits inside a real container: no network
-// but loopback, the memory and pids limits, the user, the labels.
+// but loopback, the memory and pids limits, the user, no capabilities, init
+// as PID 1, a read-only root with the workdir and a size-limited /tmp
+// writable, the labels.
 func TestRunConfinement(t *testing.T) {
 	d := realDocker(t)
 	r := testRunner(t)
+	r.Limits.TmpMB = 16
 	spec := shellSpec(t, `ls /sys/class/net | tr '\n' ' '; echo
 cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/memory.max
 id -un
+grep -E '^Cap(Eff|Bnd):' /proc/self/status | tr -s '\t' ' '
+tr '\0' ' ' < /proc/1/cmdline | cut -d' ' -f1
+touch /usr/x /etc/x 2>&1 | sed 's/^touch: //'
+touch /testbed/x /tmp/x && echo workdir and tmp writable
+df -m /tmp | awk 'NR==2 {print "tmp", $2 " MiB"}'
 `, 30*time.Second)
-	spec.User = "swetui"
+	spec.User, spec.Workdir = "swetui", "/testbed"
 	var labels map[string]string
 	hooks := runHooks{created: func(id string) {
 		c, err := d.ContainerInspect(context.Background(), id)
@@ -249,7 +257,9 @@ id -un
 	if res.Infra != nil || res.ExitCode != 0 {
 		t.Fatalf("exit %d infra %v\n%s", res.ExitCode, res.Infra, res.Log)
 	}
-	want := fmt.Sprintf("lo \n128\n%d\nswetui\n", 512<<20)
+	want := fmt.Sprintf("lo \n128\n%d\nswetui\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\n/sbin/docker-init\n"+
+		"cannot touch '/usr/x': Read-only file system\ncannot touch '/etc/x': Read-only file system\n"+
+		"workdir and tmp writable\ntmp 16 MiB\n", 512<<20)
 	if res.Log != want {
 		t.Errorf("inside the container:\n%q\nwant\n%q", res.Log, want)
 	}
@@ -268,6 +278,7 @@ func TestRunFaults(t *testing.T) {
 		cancel  time.Duration // cancel the context after this long (0: never)
 		logCap  int
 		pids    int
+		disk    int // Limits.DiskMB
 		onLog   func([]byte)
 		check   func(t *testing.T, res Result)
 	}{
@@ -328,6 +339,23 @@ echo "survived pids.current=$cur refused=$hits"`,
 					t.Errorf("pids.current %d, forks refused %d: want the bomb held at the limit of 64", cur, refused)
 				}
 			}},
+		{name: "writing past the disk bound kills the container", script: "for i in 1 2 3 4 5 6; do head -c 12m /dev/zero > /swetui/f$i; done; sleep 30",
+			timeout: time.Minute, disk: 40,
+			check: func(t *testing.T, res Result) {
+				if !res.DiskLimit || res.Infra != nil || res.TimedOut || !strings.Contains(res.Log, "disk limit") {
+					t.Errorf("disk limit %v infra %v timedout %v log %q", res.DiskLimit, res.Infra, res.TimedOut, res.Log)
+				}
+				if res.Durations.Run > 10*time.Second {
+					t.Errorf("killed after %v", res.Durations.Run)
+				}
+			}},
+		{name: "no file grows past the disk bound", script: "head -c 50m /dev/zero > /swetui/big; echo status $?; ls -l /swetui/big | cut -d' ' -f5",
+			timeout: time.Minute, disk: 40,
+			check: func(t *testing.T, res Result) {
+				if !strings.Contains(res.Log, "status 153") || !strings.Contains(res.Log, "\n41943040\n") {
+					t.Errorf("log %q: want head killed by SIGXFSZ (153) at 40 MiB", res.Log)
+				}
+			}},
 		{name: "panicking log consumer still removes the container", script: "echo hi; sleep 30", timeout: time.Minute,
 			onLog: func([]byte) { panic("consumer bug") },
 			check: func(t *testing.T, res Result) {
@@ -347,6 +375,12 @@ echo "survived pids.current=$cur refused=$hits"`,
 			}
 			if tc.pids > 0 {
 				r.Limits.PidsLimit = tc.pids
+			}
+			if tc.disk > 0 {
+				r.Limits.DiskMB = tc.disk
+				old := DiskEvery
+				DiskEvery = 300 * time.Millisecond
+				defer func() { DiskEvery = old }()
 			}
 			ctx := context.Background()
 			if tc.cancel > 0 {

@@ -178,6 +178,7 @@ func scan(ctx context.Context, path string, fn func(in Instance, where string) e
 	case ".json":
 		// Hugging Face's to_json writes JSON lines under a .json name.
 		br := bufio.NewReaderSize(f, 1<<16)
+		skipBOM(br)
 		first, err := firstByte(br)
 		if err != nil {
 			return fmt.Errorf("load %s: %w", path, err)
@@ -190,6 +191,16 @@ func scan(ctx context.Context, path string, fn func(in Instance, where string) e
 		return scanParquet(ctx, path, f, fn)
 	default:
 		return fmt.Errorf("load %s: unknown dataset format %q (want .jsonl, .json or .parquet)", path, ext)
+	}
+}
+
+// BOM is the UTF-8 byte-order mark, which JSON does not allow and which
+// dataset and prediction files sometimes start with: it is skipped.
+var BOM = []byte("\xef\xbb\xbf")
+
+func skipBOM(br *bufio.Reader) {
+	if b, err := br.Peek(len(BOM)); err == nil && bytes.Equal(b, BOM) {
+		_, _ = br.Discard(len(BOM))
 	}
 }
 
@@ -223,7 +234,9 @@ func scanJSONL(ctx context.Context, path string, r io.Reader, fn func(Instance, 
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("load %s:%d: %w", path, line, err)
 		}
-		if t := bytes.TrimSpace(b); len(t) > 0 {
+		// A byte-order mark (editors on Windows write one at the start of
+		// a file; concatenated files carry them further down) is no JSON.
+		if t := bytes.TrimSpace(bytes.TrimPrefix(b, BOM)); len(t) > 0 {
 			where := fmt.Sprintf("%s:%d", path, line)
 			in, derr := decodeRecord(t)
 			if derr != nil {
