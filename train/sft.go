@@ -184,12 +184,18 @@ func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExam
 		if err != nil {
 			return res, fmt.Errorf("sft step %d: %w", step, err)
 		}
-		_, lr := pol.Step()
+		gn, lr := pol.Step()
+		if !finite(gn) {
+			return res, fmt.Errorf("sft step %d: the gradient norm is %v: the warm start stops without saving (lower sft.lr)", step, gn)
+		}
 		nll := 0.0
 		for i, row := range logp {
 			for _, lp := range row[len(row)-len(batch[i].Completion):] {
 				nll -= lp
 			}
+		}
+		if l := nll / float64(n); !finite(l) {
+			return res, fmt.Errorf("sft step %d: the loss is %v: the warm start stops without saving (lower sft.lr)", step, l)
 		}
 		res.Losses = append(res.Losses, nll/float64(n))
 		detail := fmt.Sprintf("step %d/%d loss %.3f", step, opts.Steps, nll/float64(n))

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/swetui/swetui/event"
@@ -171,11 +172,30 @@ func (t *Trainer) update(ctx context.Context, seqs []Sequence, inputs []SeqInput
 		lc.KLCoef = 0
 	}
 	st, cot := GRPOLoss(lc, inputs)
+	step := t.st.Step + 1
+	if !finite(st.Loss) {
+		return t.nonFinite(step, "loss", st.Loss)
+	}
 	_, entropy, err := t.d.Policy.Backward(ctx, seqs, cot)
 	if err != nil {
 		return fmt.Errorf("policy backward: %w", err)
 	}
 	m.GradNorm, m.LR = t.d.Policy.Step()
+	if !finite(m.GradNorm) {
+		// The update has carried the gradient into the weights: they must
+		// not reach a checkpoint, so the run stops here, unsaved.
+		return t.nonFinite(step, "gradient norm", m.GradNorm)
+	}
 	m.Loss, m.KL, m.ClipFrac, m.Entropy, m.Tokens = st.Loss, st.KL, st.ClipFrac, entropy, st.Tokens
 	return nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// nonFinite is the error that stops a run whose step went NaN or Inf:
+// nothing of that step is saved, so the newest checkpoint is the last good
+// one.
+func (t *Trainer) nonFinite(step int, what string, v float64) error {
+	return fmt.Errorf("step %d: the %s is %v: the run stops without saving it; the last good weights are the newest checkpoint under %s "+
+		"(lower optim.lr or raise optim.grad_clip before resuming)", step, what, v, t.cfg.Run.OutDir)
 }
