@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -129,6 +130,10 @@ func Save(dir string, ck Checkpoint) error {
 	var ts []namedTensor
 	for i := range m.Params {
 		p := &m.Params[i]
+		if j := nonFinite(p.W); j >= 0 {
+			// A diverged model must not replace a good checkpoint.
+			return fmt.Errorf("save checkpoint %s: tensor %s holds %v at index %d: the weights are not finite", dir, p.Name, p.W[j], j)
+		}
 		t := namedTensor{name: p.Name, shape: p.Shape, data: p.W}
 		if transposed(p) {
 			t.shape = []int{p.Shape[1], p.Shape[0]}
@@ -162,6 +167,16 @@ func Save(dir string, ck Checkpoint) error {
 		files[filepath.Join("extra", name)] = data
 	}
 	return writeDirAtomic(dir, files)
+}
+
+// nonFinite returns the index of the first NaN or infinite value, or -1.
+func nonFinite(xs []float32) int {
+	for i, x := range xs {
+		if x != x || x > math.MaxFloat32 || x < -math.MaxFloat32 {
+			return i
+		}
+	}
+	return -1
 }
 
 func fmtF(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
@@ -307,6 +322,10 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 		if !slices.Equal(t.shape, wantShape) {
 			return nil, fmt.Errorf("load checkpoint %s: tensor %s has shape %v, want %v", dir, p.Name, t.shape, wantShape)
 		}
+		if j := nonFinite(t.data); j >= 0 {
+			return nil, fmt.Errorf("load checkpoint %s: tensor %s holds %v at index %d: the weights are not finite (a diverged run?); resume from an earlier checkpoint",
+				dir, p.Name, t.data[j], j)
+		}
 		if transposed(p) {
 			copy(p.W, transpose(t.data, wantShape[0], wantShape[1]))
 		} else {
@@ -329,6 +348,9 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 			}
 		}
 		o.m, o.v = ots["exp_avg"].data, ots["exp_avg_sq"].data
+		if nonFinite(o.m) >= 0 || nonFinite(o.v) >= 0 {
+			return nil, fmt.Errorf("load checkpoint %s: optimizer.safetensors: the AdamW moments are not finite", dir)
+		}
 		if len(o.m) != len(m.data) || len(o.v) != len(m.data) {
 			return nil, fmt.Errorf("load checkpoint %s: optimizer state has %d/%d values for %d weights", dir, len(o.m), len(o.v), len(m.data))
 		}

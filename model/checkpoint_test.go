@@ -358,3 +358,47 @@ func hfConfigMap(base Config, modelType string, tied bool) map[string]any {
 		"vocab_size": base.VocabSize, "max_position_embeddings": base.Context, "rms_norm_eps": 1e-5,
 		"tie_word_embeddings": tied}
 }
+
+// TestNonFiniteWeightsRefused: a model with a NaN weight is not saved over
+// a good checkpoint, and a checkpoint file holding one is refused at load,
+// the tensor named.
+func TestNonFiniteWeightsRefused(t *testing.T) {
+	cfg := tinyConfig()
+	m := tinyModel(t, cfg, 8)
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := Save(dir, Checkpoint{Model: m}); err != nil {
+		t.Fatal(err)
+	}
+	good := slices.Clone(m.Params[1].W)
+	m.Params[1].W[3] = float32(math.NaN())
+	if err := Save(dir, Checkpoint{Model: m}); err == nil || !strings.Contains(err.Error(), m.Params[1].Name) {
+		t.Fatalf("save of NaN weights: %v, want an error naming %s", err, m.Params[1].Name)
+	}
+	ck, err := Load(dir, &cfg)
+	if err != nil || !slices.Equal(ck.Model.Params[1].W, good) {
+		t.Fatalf("the good checkpoint did not survive: %v", err)
+	}
+	// Poison the file itself.
+	path := filepath.Join(dir, "model.safetensors")
+	ts, _, err := readSafetensors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []namedTensor
+	for name, st := range ts {
+		if name == "model.norm.weight" {
+			st.data[0] = float32(math.Inf(1))
+		}
+		named = append(named, namedTensor{name: name, shape: st.shape, data: st.data})
+	}
+	raw, err := encodeSafetensors(named, map[string]string{"format": "pt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir, &cfg); err == nil || !strings.Contains(err.Error(), "model.norm.weight holds +Inf") {
+		t.Fatalf("load of Inf weights: %v", err)
+	}
+}
