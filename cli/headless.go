@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/swetui/swetui/event"
@@ -76,6 +77,23 @@ func eventLine(ev event.Event, elapsed time.Duration) string {
 		return fmt.Sprintf("%s stopped at step %d: %s", ts, e.Step, e.Reason)
 	}
 	return ""
+}
+
+// messagePrinter is an event.Publisher that prints the messages it gets
+// (a pool's hosts, retries and masked evaluations) as the headless console
+// does, and drops the rest; safe for concurrent use.
+type messagePrinter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+}
+
+func (p *messagePrinter) Publish(ev event.Event) {
+	if m, ok := ev.(event.Message); ok {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		fmt.Fprintln(p.w, eventLine(m, time.Since(p.start)))
+	}
 }
 
 func formatElapsed(d time.Duration) string {

@@ -27,6 +27,10 @@ func TestEventLines(t *testing.T) {
 		{event.SFTStep{Step: 50, Steps: 100, Loss: 1.2, Heldout: 1.5, HeldoutOK: true, Elapsed: 25 * time.Second},
 			"[00:01:05] sft step 50/100 loss 1.200 held-out 1.500 (2.00 steps/s, 00:00:25 left)"},
 		{event.LogBatch{Lines: []string{"x"}}, ""},
+		// What the pool says through an outage (sandbox's TestPoolOutageLeavesNoContainer).
+		{event.Message{Level: event.Warn, Text: "docker host unix:///var/run/docker.sock is down (connection refused); its evaluations go to the other hosts, and it is tried again in 30s"},
+			"[00:01:05] warn: docker host unix:///var/run/docker.sock is down (connection refused); its evaluations go to the other hosts, and it is tried again in 30s"},
+		{event.Message{Level: event.Info, Text: "docker host unix:///var/run/docker.sock is back"}, "[00:01:05] info: docker host unix:///var/run/docker.sock is back"},
 	}
 	for _, tt := range tests {
 		if got := eventLine(tt.ev, 65*time.Second); got != tt.want {
@@ -58,5 +62,17 @@ func TestKindOf(t *testing.T) {
 		if got := kindOf(tt.ev); got != tt.want {
 			t.Errorf("kindOf(%T) = %q, want %q", tt.ev, got, tt.want)
 		}
+	}
+}
+
+// TestMessagePrinter: score prints the pool's messages, and only those.
+func TestMessagePrinter(t *testing.T) {
+	var buf bytes.Buffer
+	p := &messagePrinter{w: &buf, start: time.Now()}
+	p.Publish(event.Message{Level: event.Warn, Text: "evaluation of x failed for infrastructure reasons (boom): retry 1 of 2 in 1s"})
+	p.Publish(event.LogBatch{Lines: []string{"noise"}})
+	p.Publish(event.PoolState{})
+	if got := buf.String(); got != "[00:00:00] warn: evaluation of x failed for infrastructure reasons (boom): retry 1 of 2 in 1s\n" {
+		t.Errorf("printed %q", got)
 	}
 }

@@ -129,7 +129,11 @@ func scoreRun(ctx context.Context, env Env, o scoreOptions) error {
 	// The pool starts on the first container evaluation: apply-only scoring
 	// against local repositories never needs Docker.
 	pool := &lazyPool{open: func() (*sandbox.Pool, error) {
-		return sandbox.NewPool(ctx, sandbox.FromConfig(cfg.Sandbox, ""))
+		opts := sandbox.FromConfig(cfg.Sandbox, "")
+		// Hosts going down and back, retries and masked evaluations are
+		// said on stderr as they happen, as the headless run says them.
+		opts.Events = &messagePrinter{w: env.Stderr, start: time.Now()}
+		return sandbox.NewPool(ctx, opts)
 	}}
 	defer pool.close(ctx)
 	ev := &reward.PoolEvaluator{Pool: pool}

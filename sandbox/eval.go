@@ -172,7 +172,7 @@ func (r *Runner) finish(ctx context.Context, spec Spec, id string, createErr err
 		defer func() {
 			if v := recover(); v != nil {
 				out.Infra = fmt.Errorf("evaluation %s: %w: %v", spec.ID, ErrPanic, v)
-				out.Durations.Remove = r.remove(id)
+				out.Durations.Remove = r.discard(id)
 			}
 		}()
 		if hooks.created != nil {
@@ -181,18 +181,24 @@ func (r *Runner) finish(ctx context.Context, spec Spec, id string, createErr err
 	}
 	if createErr != nil {
 		if id != "" {
-			out.Durations.Remove = r.remove(id)
+			out.Durations.Remove = r.discard(id)
 		}
 		r.fail(ctx, &out, createErr)
 		return out
 	}
 	r.execute(ctx, id, spec, onLog, &out)
+	out.Durations.Remove = r.discard(id)
+	return out
+}
+
+// discard removes container id, in the background when the pool takes
+// removals off the critical path.
+func (r *Runner) discard(id string) time.Duration {
 	if r.removeAsync != nil {
 		r.removeAsync(id)
-	} else {
-		out.Durations.Remove = r.remove(id)
+		return 0
 	}
-	return out
+	return r.remove(id)
 }
 
 // fail records err: a cancellation when ctx ended, else an infrastructure

@@ -42,6 +42,7 @@ type fakeDocker struct {
 	images    map[string]bool
 	down      atomic.Bool
 	createErr atomic.Int32 // fail this many creates as a lost daemon would
+	removeErr atomic.Int32 // and this many removals
 
 	mu         sync.Mutex
 	containers map[string]*fakeContainer
@@ -313,6 +314,9 @@ func (f *fakeDocker) ContainerRemove(ctx context.Context, id string, _ container
 	c, err := f.get(id)
 	if err != nil {
 		return err
+	}
+	if f.removeErr.Add(-1) >= 0 {
+		return fmt.Errorf("%s: %w", f.name, errLost)
 	}
 	c.killed.Do(func() { close(c.kill) })
 	f.mu.Lock()

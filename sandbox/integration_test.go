@@ -565,28 +565,40 @@ func TestPoolTwoHosts(t *testing.T) {
 }
 
 // proxy forwards a unix socket to the local daemon until cut: a Docker host
-// that can be lost in the middle of an evaluation.
+// that can be lost in the middle of an evaluation, and come back.
 type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	path, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        []net.Conn
 }
 
 func newProxy(t *testing.T, target string) (*proxy, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "docker.sock")
-	ln, err := net.Listen("unix", path)
+	p := &proxy{path: filepath.Join(t.TempDir(), "docker.sock"), target: target}
+	p.restore(t)
+	t.Cleanup(p.cut)
+	return p, "unix://" + p.path
+}
+
+// restore listens again, as a daemon that came back.
+func (p *proxy) restore(t *testing.T) {
+	t.Helper()
+	os.Remove(p.path)
+	ln, err := net.Listen("unix", p.path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("unix", target)
+			up, err := net.Dial("unix", p.target)
 			if err != nil {
 				c.Close()
 				continue
@@ -598,15 +610,13 @@ func newProxy(t *testing.T, target string) (*proxy, string) {
 			go func() { io.Copy(c, up); c.Close() }()
 		}
 	}()
-	t.Cleanup(p.cut)
-	return p, "unix://" + path
 }
 
 // cut stops accepting and drops every connection, as a daemon that died.
 func (p *proxy) cut() {
-	p.ln.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.ln.Close()
 	for _, c := range p.conns {
 		c.Close()
 	}
@@ -615,7 +625,8 @@ func (p *proxy) cut() {
 
 // TestPoolDaemonLostMidRun loses the first host while an evaluation runs on
 // it: the evaluation is an infrastructure failure there, the host is taken
-// out, the retry runs on the other host, and Close removes the orphan.
+// out, the retry runs on the other host, and once the host answers again
+// the orphan is removed, all of it said.
 func TestPoolDaemonLostMidRun(t *testing.T) {
 	d := realDocker(t)
 	img := pyImage(t)
@@ -624,7 +635,7 @@ func TestPoolDaemonLostMidRun(t *testing.T) {
 	runID := testRunID + "-lost"
 	rec := newRecorder(16)
 	p, err := NewPool(ctx, Options{Hosts: []string{ep, "unix:///var/run/docker.sock"}, Workers: 1, Timeout: time.Minute,
-		Limits: Limits{PidsLimit: 64, LogCap: 64 << 10}, Retries: 2, Backoff: 100 * time.Millisecond, HostRetry: time.Hour,
+		Limits: Limits{PidsLimit: 64, LogCap: 64 << 10}, Retries: 2, Backoff: 100 * time.Millisecond, HostRetry: 300 * time.Millisecond,
 		RunID: runID, Events: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -653,12 +664,31 @@ func TestPoolDaemonLostMidRun(t *testing.T) {
 	if s.Retries != 1 || s.Hosts[0].Up || !s.Hosts[1].Up || s.Hosts[0].Err == "" {
 		t.Errorf("state after the loss: retries %d hosts %+v", s.Retries, s.Hosts)
 	}
+	runLeft := func() int {
+		left, err := d.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelRun+"="+runID))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(left)
+	}
+	if n := runLeft(); n < 1 { // the orphan, and perhaps the retry's, being removed
+		t.Errorf("%d containers of the run while the host is away, want the orphan", n)
+	}
+	px.restore(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for runLeft() > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := runLeft(); n != 0 {
+		t.Errorf("%d containers of the run left after the host came back", n)
+	}
+	for _, text := range []string{" is down (", "retry 1 of 2", " is back", "removed 1 containers left when it went away"} {
+		if !rec.said(text) {
+			t.Errorf("no message %q in %+v", text, rec.msgs)
+		}
+	}
 	if err := p.Close(ctx); err != nil {
 		t.Logf("close: %v", err)
-	}
-	left, err := d.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelRun+"="+runID))})
-	if err != nil || len(left) != 0 {
-		t.Errorf("after close: %d containers of the run left (%v)", len(left), err)
 	}
 }
 

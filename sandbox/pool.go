@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 )
@@ -94,6 +97,11 @@ type host struct {
 	err      error     // the last error seen; kept after the host comes back
 	since    time.Time // when it last went up or down
 	retryAt  time.Time
+	// live are the containers of this pool's evaluations that are not yet
+	// handed to removal; leftovers are those whose removal failed (the
+	// daemon was away), removed again as soon as it answers.
+	live      map[string]bool
+	leftovers map[string]bool
 }
 
 type job struct {
@@ -177,20 +185,66 @@ func (p *Pool) attach(h *host, d Docker) {
 		name = d.DaemonHost()
 	}
 	h.docker, h.up, h.since = d, true, time.Now()
+	h.live, h.leftovers = map[string]bool{}, map[string]bool{}
 	h.runner = &Runner{Docker: d, Endpoint: name, RunID: p.opts.RunID, Limits: p.opts.Limits,
-		removeAsync: p.removeLater(d)}
+		removeAsync: p.removeLater(h)}
 }
 
 // removeLater returns a remover that takes the container's removal off the
-// evaluation's critical path; Close waits for it.
-func (p *Pool) removeLater(d Docker) func(string) {
+// evaluation's critical path; Close waits for it. A removal that fails is
+// kept as a leftover of the host, tried again by the monitor.
+func (p *Pool) removeLater(h *host) func(string) {
 	return func(id string) {
+		p.mu.Lock()
+		delete(h.live, id)
+		d := h.docker
+		p.mu.Unlock()
 		p.removing.Add(1)
 		go func() {
 			defer p.removing.Done()
-			(&Runner{Docker: d}).remove(id)
+			if err := removeContainer(d, id); err != nil {
+				p.mu.Lock()
+				h.leftovers[id] = true
+				p.mu.Unlock()
+			}
 		}()
 	}
+}
+
+// removeContainer force-removes a container; one already gone is removed.
+func removeContainer(d Docker, id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	err := d.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// removeLeftovers tries again to remove h's leftovers, when the host
+// answers; it reports how many went.
+func (p *Pool) removeLeftovers(h *host) int {
+	p.mu.Lock()
+	ids := make([]string, 0, len(h.leftovers))
+	for id := range h.leftovers {
+		ids = append(ids, id)
+	}
+	d := h.docker
+	p.mu.Unlock()
+	if len(ids) == 0 || ping(p.ctx, d, h.endpoint) != nil {
+		return 0
+	}
+	n := 0
+	for _, id := range ids {
+		if removeContainer(d, id) == nil {
+			n++
+			p.mu.Lock()
+			delete(h.leftovers, id)
+			p.mu.Unlock()
+		}
+	}
+	return n
 }
 
 func (p *Pool) upHosts() int {
@@ -374,11 +428,22 @@ func (p *Pool) prepareOne(j *job) *prepared {
 		return pj
 	}
 	pj.id, pj.err = pj.h.runner.create(ctx, j.spec, &pj.d)
+	p.track(pj)
 	if pj.err != nil && pj.id != "" {
-		pj.h.runner.remove(pj.id)
+		pj.h.runner.removeAsync(pj.id)
 		pj.id = ""
 	}
 	return pj
+}
+
+// track counts a prepared job's container among its host's live ones.
+func (p *Pool) track(pj *prepared) {
+	if pj.id == "" {
+		return
+	}
+	p.mu.Lock()
+	pj.h.live[pj.id] = true
+	p.mu.Unlock()
 }
 
 // release gives up a prepared job's container and host slot.
@@ -497,6 +562,7 @@ func (p *Pool) attempt(ctx context.Context, wid int, spec Spec) Result {
 	pj.h, pj.err = p.pickHost(ctx)
 	if pj.err == nil {
 		pj.id, pj.err = pj.h.runner.create(ctx, spec, &pj.d)
+		p.track(pj)
 	}
 	return p.runPrepared(ctx, wid, pj)
 }
@@ -619,6 +685,20 @@ func (p *Pool) monitor() {
 			for _, h := range due {
 				p.revive(h)
 			}
+			p.mu.Lock()
+			var stale []*host
+			for _, h := range p.hosts {
+				if h.up && len(h.leftovers) > 0 {
+					stale = append(stale, h)
+				}
+			}
+			p.mu.Unlock()
+			for _, h := range stale {
+				if n := p.removeLeftovers(h); n > 0 {
+					p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(),
+						Text: fmt.Sprintf("docker host %s answers again: removed %d containers whose removal had failed", h.name(), n)})
+				}
+			}
 		}
 	}
 }
@@ -650,16 +730,23 @@ func (p *Pool) revive(h *host) {
 	close(p.changed)
 	p.changed = make(chan struct{})
 	name, docker := h.name(), h.docker
+	clear(h.leftovers) // the reap below takes them too
 	p.mu.Unlock()
 	p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("docker host %s is back", name)})
 	// What this run left there when the host went away (the container of
-	// the evaluation that was cut, since retried elsewhere) goes now.
+	// the evaluation that was cut, since retried elsewhere) goes now; the
+	// containers of evaluations that started since stay.
 	p.removing.Add(1)
 	go func() {
 		defer p.removing.Done()
 		ctx, cancel := context.WithTimeout(p.ctx, removeTimeout)
 		defer cancel()
-		if n, err := ReapRun(ctx, docker, p.opts.RunID); err == nil && n > 0 {
+		n, err := reap(ctx, docker, runFilter(p.opts.RunID), func(c container.Summary) bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return !h.live[c.ID]
+		})
+		if err == nil && n > 0 {
 			p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("docker host %s: removed %d containers left when it went away", name, n)})
 		}
 	}()

@@ -164,6 +164,51 @@ func TestPoolLostHostFailsOver(t *testing.T) {
 	}
 }
 
+// TestPoolOutageLeavesNoContainer: the container of the evaluation cut by
+// a lost host is removed as soon as the host answers again (and not one
+// that an evaluation started since uses), a removal that failed is tried
+// again, and every step of it is said.
+func TestPoolOutageLeavesNoContainer(t *testing.T) {
+	a, b := newFake("a", fakeImage), newFake("b", fakeImage)
+	rec := newRecorder(8)
+	p := fakePool(t, Options{Workers: 1, Retries: 2, HostRetry: 50 * time.Millisecond, Events: rec}, a, b)
+	ch, err := p.Submit(context.Background(), fspec("cut", "print running\nhang"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-rec.logs // running on a
+	a.setDown()
+	if _, _, live := a.counts(); live != 1 {
+		t.Fatalf("%d containers on a, want the cut one", live)
+	}
+	// The retry runs on b, where it hangs too: end it.
+	waitFor(t, "the retry on b", func() bool { _, _, live := b.counts(); return live == 1 })
+	a.setUp()
+	waitFor(t, "a back and its orphan gone", func() bool { _, _, live := a.counts(); return p.State().Hosts[0].Up && live == 0 })
+	b.mu.Lock()
+	for _, c := range b.containers {
+		c.killed.Do(func() { close(c.kill) })
+	}
+	b.mu.Unlock()
+	<-ch
+	for _, text := range []string{"docker host a is down", "retry 1 of 2", "docker host a is back", "docker host a: removed 1 containers left when it went away"} {
+		if !rec.said(text) {
+			t.Errorf("no message %q in %+v", text, rec.msgs)
+		}
+	}
+
+	// A removal that fails (the daemon blinked) is tried again.
+	a.removeErr.Store(1)
+	res, _ := p.Run(context.Background(), fspec("blink", "exit 0"))
+	if res.Host != "a" {
+		t.Fatalf("ran on %s", res.Host)
+	}
+	waitFor(t, "the failed removal tried again", func() bool { _, _, live := a.counts(); return live == 0 })
+	if !rec.said("docker host a answers again: removed 1 containers whose removal had failed") {
+		t.Errorf("no message about the second removal in %+v", rec.msgs)
+	}
+}
+
 // TestPoolAllHostsLost: with every host gone, attempts fail as
 // infrastructure failures after a bounded wait instead of hanging the run.
 func TestPoolAllHostsLost(t *testing.T) {

@@ -94,10 +94,11 @@ func Reap(ctx context.Context, d Docker) (int, error) {
 // ReapRun removes every container of run runID on d, running or not: the
 // teardown of a run. It is idempotent.
 func ReapRun(ctx context.Context, d Docker, runID string) (int, error) {
-	return reap(ctx, d, filters.NewArgs(
-		filters.Arg("label", LabelManaged+"=true"),
-		filters.Arg("label", LabelRun+"="+runID),
-	), func(container.Summary) bool { return true })
+	return reap(ctx, d, runFilter(runID), func(container.Summary) bool { return true })
+}
+
+func runFilter(runID string) filters.Args {
+	return filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelRun+"="+runID))
 }
 
 func reap(ctx context.Context, d Docker, f filters.Args, pick func(container.Summary) bool) (int, error) {
