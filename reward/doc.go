@@ -22,6 +22,10 @@
 //     (ParserFor, names shared with task's spec table) and graded as the
 //     official harness does (GradeStatuses); the 30 real harness reports in
 //     shared/realdata are reproduced exactly.
+//   - HackFlags names what a patch did that a reward hacker would do
+//     (touch tests or their settings, shadow the runner, reach into it or
+//     around it, forge protocol lines): a flagged patch is never resolved
+//     and, by default (reward.hack_penalty = 1), worth nothing.
 //   - Weights.Compose turns the components into the reward; the
 //     event.Verdict keeps every component, and the patch, so that a reward
 //     can be explained; the trainer, rollouts.jsonl, the score report and the

@@ -4,18 +4,29 @@
 // rewards or models.
 //
 // One evaluation (Runner.Run, or Pool.Submit/Run) is a Spec: an image, files
-// copied in, a bash script run as the container's entry point, a timeout. Its
-// container has no network, memory, CPU and pids limits, the log driver off
-// (output reaches only the attach stream, capped), no-new-privileges, and the
-// labels swetui.managed, swetui.run, swetui.owner, swetui.eval and
+// copied in, a bash script, for an eval a test command, a timeout. Its
+// container's own process is an init (PID 1) and a sleep; the script, then
+// the tests, run as processes the Docker daemon starts in it, so their
+// output streams and exit statuses come from the daemon, out of the tests'
+// reach. The container has no network, no capabilities (Limits.CapAdd gives
+// some back), no new privileges, memory, CPU and pids limits, a read-only
+// root with the workdir and /swetui as volumes and a size-limited /tmp
+// (unless the root must stay writable), a disk bound (RLIMIT_FSIZE per file,
+// the storage driver's size option where there is one, else the writable
+// folders measured and the container killed past it), the log driver off,
+// and the labels swetui.managed, swetui.run, swetui.owner, swetui.eval and
 // swetui.deadline. The container is removed on every path; at the deadline,
-// on cancellation or when the output passes the cap it is killed first. The
-// Result tells a test failure (ExitCode) from an infrastructure failure
-// (Infra), a timeout, a truncation and a cancellation.
+// on cancellation, when the output passes the cap or past the disk bound it
+// is killed first. The Result tells a test failure (ExitCode) from an
+// infrastructure failure (Infra), a timeout, a truncation, a disk limit and
+// a cancellation.
 //
-// EvalScript writes the harness-shaped script (model patch through the
-// fallback chain, test files reset, test patch, tests between nonce markers)
-// and ParseOutput reads its protocol, described in script.go.
+// EvalScript writes the harness-shaped scripts (model patch through the
+// fallback chain, test infrastructure and test files reset, test patch;
+// then the tests); the host writes the protocol lines around their output
+// with a nonce that never enters the container, and ParseOutput reads
+// them, as described in script.go. RunnerConfig and ShadowsRunner say what
+// the script resets (protect.go), for the reward's hack flags too.
 //
 // A Pool spreads evaluations over Options.Workers workers and the Docker
 // hosts of Options.Hosts (unix://, tcp:// with TLS from DOCKER_CERT_PATH,
