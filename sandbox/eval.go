@@ -50,8 +50,8 @@ type Limits struct {
 	// DiskMB bounds what the evaluation writes to disk (0: no bound): no
 	// file may grow past it (RLIMIT_FSIZE), the writable layer is capped by
 	// the storage driver where it can (--storage-opt size), and the
-	// writable folders are measured every DiskEvery; past the bound the
-	// container is killed and the result says DiskLimit.
+	// writable folders are measured every DiskEvery; when they have grown
+	// past the bound the container is killed and the result says DiskLimit.
 	DiskMB int
 	TmpMB  int // size of the tmpfs at /tmp (default 256)
 	// CapAdd are the capabilities given back after dropping all of them.
@@ -550,28 +550,38 @@ func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, o
 }
 
 // watchDisk measures the container's writable folders every DiskEvery
-// until done and closes over when they pass Limits.DiskMB. The measure is
-// du, run by the daemon in the container: errors (a container that is
-// going) only skip a round.
+// until done and closes over when they have grown by more than
+// Limits.DiskMB since the first measure, taken at once (the repository the
+// image holds is no write of the evaluation's). The measure is du, run by
+// the daemon in the container: errors (a container that is going) only
+// skip a round.
 func (r *Runner) watchDisk(id string, spec Spec, done <-chan struct{}, over chan<- struct{}) {
 	t := time.NewTicker(DiskEvery)
 	defer t.Stop()
 	limit := int64(r.Limits.DiskMB) << 10 // KiB
 	cmd := append([]string{"du", "-skxc", "--"}, writableDirs(spec)...)
+	measure := func() (int64, bool) {
+		var buf bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), DiskEvery+5*time.Second)
+		defer cancel()
+		if _, err := r.step(ctx, id, Spec{User: spec.User}, cmd, &limitedBuffer{b: &buf, max: 1 << 16}); err != nil {
+			return 0, false
+		}
+		return duTotal(buf.String()), true
+	}
+	base, haveBase := measure()
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
 		}
-		var buf bytes.Buffer
-		ctx, cancel := context.WithTimeout(context.Background(), DiskEvery+5*time.Second)
-		_, err := r.step(ctx, id, Spec{User: spec.User}, cmd, &limitedBuffer{b: &buf, max: 1 << 16})
-		cancel()
-		if err != nil {
-			continue
-		}
-		if kb := duTotal(buf.String()); kb > limit {
+		kb, ok := measure()
+		switch {
+		case !ok:
+		case !haveBase:
+			base, haveBase = kb, true
+		case kb-base > limit:
 			close(over)
 			return
 		}
