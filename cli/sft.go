@@ -38,6 +38,7 @@ func newSFTOptions(env Env, args []string) (sftOptions, error) {
 func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	cfg := o.Config
 	cfg.SFT.Shipped = false // this command trains one
+	commit := gitCommit(ctx) // the code this run is built from, not what the tree holds when it ends
 	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
@@ -72,7 +73,7 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	}
 	fmt.Fprintf(env.Stdout, "checkpoint: %s\n", ws.sftDir())
 	if o.Export != "" {
-		if err := exportWarmStart(ctx, ws, res, o.Export); err != nil {
+		if err := exportWarmStart(ctx, ws, res, commit, o.Export); err != nil {
 			return fmt.Errorf("sft: %w", err)
 		}
 		fmt.Fprintf(env.Stdout, "shipped warm start: %s\n", o.Export)
@@ -82,7 +83,7 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 
 // exportWarmStart writes the finished warm start as the shipped one, with
 // what it was made from.
-func exportWarmStart(ctx context.Context, ws *workspace, res train.SFTResult, dst string) error {
+func exportWarmStart(ctx context.Context, ws *workspace, res train.SFTResult, commit, dst string) error {
 	if ws.cfg.Data.Source != task.MiniSource {
 		return fmt.Errorf("--export: the shipped warm start is for the embedded suite (data.source = %q), not %q", task.MiniSource, ws.cfg.Data.Source)
 	}
@@ -91,7 +92,7 @@ func exportWarmStart(ctx context.Context, ws *workspace, res train.SFTResult, ds
 		return err
 	}
 	p := warmstart.Provenance{Recipe: warmstart.RecipeOf(ws.cfg), SFTSteps: ws.cfg.SFT.Steps, InputsHash: warmstart.InputsHash(texts),
-		Commit: gitCommit(ctx), Build: model.BLASName()}
+		Commit: commit, Build: model.BLASName()}
 	for _, in := range ws.tasks {
 		p.TrainInstances = append(p.TrainInstances, in.InstanceID)
 	}

@@ -24,7 +24,7 @@ func TestShippedWarmStartIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !ok {
-		t.Skip("no shipped warm start yet (make warmstart makes one)")
+		t.Fatal("no shipped warm start: run make warmstart")
 	}
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	cfg := defaultConfig(t)
