@@ -3,6 +3,7 @@ package ui
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -21,6 +22,12 @@ func keyMsg(k string) tea.KeyMsg {
 	}
 	if t, ok := types[k]; ok {
 		return tea.KeyMsg{Type: t}
+	}
+	if r, ok := strings.CutPrefix(k, "alt+"); ok {
+		return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(r), Alt: true}
+	}
+	if text, ok := strings.CutPrefix(k, "paste:"); ok {
+		return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(text), Paste: true}
 	}
 	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
 }

@@ -139,6 +139,16 @@ func TestKeys(t *testing.T) {
 				feed(m, groupEvents(41)[1:]...)
 				wantSel(t, m, 41, 0, 2)
 			}},
+		{name: "runes read together are keys each", events: running, keys: []string{"a2s"},
+			calls: []call{{"SetAuto", "false"}, {"SetPhase", "apply-only"}, {"SaveNow", ""}}},
+		{name: "esc read with the next key is esc, then the key", events: running, keys: []string{"enter", "alt+p"},
+			calls: []call{{"Pause", ""}}, check: func(t *testing.T, m *Model) {
+				if m.zoomed {
+					t.Fatal("still zoomed")
+				}
+			}},
+		{name: "a paste is not keys", events: running, keys: []string{"paste:q2"}, calls: nil,
+			check: wantState(stateRunning)},
 		{name: "c toggles the raw completion", events: running, keys: []string{"c"},
 			check: func(t *testing.T, m *Model) {
 				if m.diff.mode != modeRaw {

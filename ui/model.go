@@ -60,7 +60,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.resize(msg.Width, msg.Height)
 	case tea.KeyMsg:
-		return m, m.onKey(msg)
+		return m, m.keys(msg)
 	}
 	return m, nil
 }
@@ -85,6 +85,35 @@ func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
 		return nil // nothing left to wait for: do not re-arm
 	}
 	return m.pump.next()
+}
+
+// keys handles what the terminal sent as one key message. Bubble Tea
+// reports printable runes that arrive in one read as one message ("aa2" when
+// keys come faster than the console reads: a quick typist, SSH, tmux
+// send-keys), which would match no binding; each is a key of its own. An
+// escape read together with the next key arrives as that key with Alt, and
+// the console binds no Alt key: it is esc, then the key. A paste is text,
+// not keys, and is ignored (a pasted q must not quit).
+func (m *Model) keys(msg tea.KeyMsg) tea.Cmd {
+	if msg.Paste {
+		return nil
+	}
+	var cmds []tea.Cmd
+	if msg.Alt {
+		cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyEsc}))
+		msg.Alt = false
+	}
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 {
+		for _, r := range msg.Runes {
+			cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+		}
+	} else {
+		cmds = append(cmds, m.onKey(msg))
+	}
+	if len(cmds) == 1 {
+		return cmds[0]
+	}
+	return tea.Sequence(cmds...)
 }
 
 // onKey handles a key: the quit question first, then global keys, then the

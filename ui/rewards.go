@@ -36,8 +36,11 @@ func small(v float64, format string, below float64) string {
 }
 func secs(v float64) string { return fmt.Sprintf("%.1fs", v) }
 func signed(v float64) string {
-	if math.Abs(v) < 5e-5 {
+	switch a := math.Abs(v); {
+	case a < 5e-5:
 		return "="
+	case a < 5e-4:
+		return fmt.Sprintf("%+.0e", v) // not "-0.000"
 	}
 	return fmt.Sprintf("%+.3f", v)
 }

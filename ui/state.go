@@ -297,7 +297,11 @@ func (s *state) apply(ev event.Event) {
 	case event.RunInfo:
 		s.info, s.haveInfo = e, true
 		s.phase, s.auto = e.Phase, e.Auto
-		s.logf(event.Info, "run %s started: phase %s, %d steps", e.Name, e.Phase, e.MaxSteps)
+		steps := "no step limit"
+		if e.MaxSteps > 0 {
+			steps = fmt.Sprintf("%d steps", e.MaxSteps)
+		}
+		s.logf(event.Info, "run %s started: phase %s, %s", e.Name, e.Phase, steps)
 	case event.StageChanged:
 		if e.Stage != s.stage.Stage {
 			s.logf(event.Info, "stage %s", strings.TrimSpace(e.Stage+" "+stageWhat(e.Stage)+" "+e.Detail))
