@@ -93,7 +93,7 @@ func (h *header) line1() string {
 	room := 0
 	for i, f := range hdrForms {
 		rest, when = compose(f)
-		room = h.w - ansi.StringWidth(rest) - 1 - ansi.StringWidth(when)
+		room = h.w - ansi.StringWidth(rest) - 2 - ansi.StringWidth(when) // two spaces before when
 		// From the fourth form on, which shed more than decoration, a long
 		// name gives way down to 12 cells first.
 		if n <= room || (i >= 3 && room >= min(n, 12)) {

@@ -267,6 +267,7 @@ func (p *rewardsPane) chart(s series, i, w, h int) []string {
 	for r, row := range plot {
 		axis := ""
 		switch {
+		case !ok: // no value yet: no range to label either
 		case lineRow >= 0:
 			if r == lineRow {
 				axis = s.format(vals[0])
