@@ -570,7 +570,7 @@ func frameProblem(screen, name string, w, h int) string {
 			return fmt.Sprintf("row %d is %d cells, wider than %d", i, n, w)
 		}
 	}
-	if head := lines[0]; !strings.HasPrefix(head, name[:min(len(name), 11)]) || !stateWord.MatchString(head) {
+	if head := lines[0]; !strings.HasPrefix(head, name[:min(len(name), 8)]) || !stateWord.MatchString(head) {
 		return "the first row is not the header"
 	}
 	foot := strings.TrimSpace(lines[h-1])

@@ -304,7 +304,11 @@ func (s *state) apply(ev event.Event) {
 		s.logf(event.Info, "run %s started: phase %s, %s", e.Name, e.Phase, steps)
 	case event.StageChanged:
 		if e.Stage != s.stage.Stage {
-			s.logf(event.Info, "stage %s", strings.TrimSpace(e.Stage+" "+stageWhat(e.Stage)+" "+e.Detail))
+			line := strings.TrimSpace("stage " + e.Stage + " " + stageWhat(e.Stage))
+			if e.Detail != "" {
+				line += ": " + e.Detail
+			}
+			s.logf(event.Info, "%s", line)
 		}
 		s.stage = e
 	case event.SFTStep:
