@@ -630,8 +630,10 @@ var (
 )
 
 // pressEveryKey presses the key map at each size, checking the frame after
-// every key, and checks that the header shows the stage (stage) throughout.
-func (s *tmuxSession) pressEveryKey(name, stage string) {
+// every key, that the run goes on (the keys stop nothing) and that the
+// header shows the stage (stage) throughout; events is the run's
+// events.jsonl, shown if it stops.
+func (s *tmuxSession) pressEveryKey(name, stage, events string) {
 	s.t.Helper()
 	for _, size := range keySizes {
 		w, h := size[0], size[1]
@@ -639,7 +641,12 @@ func (s *tmuxSession) pressEveryKey(name, stage string) {
 		press := func(k string) string {
 			s.keys(k)
 			time.Sleep(15 * time.Millisecond)
-			return s.frame(name, w, h, k)
+			sc := s.frame(name, w, h, k)
+			if state := stateWord.FindString(firstLine(sc)); state == "STOPPING" || state == "STOPPED" {
+				log, _ := os.ReadFile(events)
+				s.t.Fatalf("at %dx%d after %s the run is %s:\n%s\nevents.jsonl:\n%s", w, h, k, state, sc, log)
+			}
+			return sc
 		}
 		for _, k := range runKeys {
 			press(k)
@@ -698,14 +705,24 @@ func TestConsoleKeysInTmux(t *testing.T) {
 
 	warm := regexp.MustCompile(`warm start \d+/100000`)
 	s.waitFor("the warm start's first steps", 2*time.Minute, func(sc string) bool { return warm.MatchString(firstLine(sc)) })
-	s.pressEveryKey(sftName, "warm start")
+	s.pressEveryKey(sftName, "warm start", filepath.Join(dir, "sft", "run", "events.jsonl"))
 	// Quitting asks while the warm start runs; n carries on, y stops it.
 	for _, k := range []string{"q", "n", "C-c", "n", "q"} {
+		before := s.screen()
 		s.keys(k)
 		want := k == "q" || k == "C-c"
-		s.waitFor(fmt.Sprintf("the quit question shown %v after %s", want, k), 5*time.Second, func(sc string) bool {
-			return frameProblem(sc, sftName, 200, 50) == "" && strings.Contains(sc, "Stop the run and quit? y/n") == want
-		})
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			sc := s.screen()
+			if frameProblem(sc, sftName, 200, 50) == "" && strings.Contains(sc, "Stop the run and quit? y/n") == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				events, _ := os.ReadFile(filepath.Join(dir, "sft", "run", "events.jsonl"))
+				t.Fatalf("after %s the quit question is not %v; before:\n%s\nafter:\n%s\nevents.jsonl:\n%s", k, want, before, sc, events)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	s.keys("y")
 	waitExit(t, s, exitSFT)
@@ -713,7 +730,7 @@ func TestConsoleKeysInTmux(t *testing.T) {
 	s.waitFor("the GRPO run's first steps", 2*time.Minute, func(sc string) bool {
 		return strings.HasPrefix(sc, grpoName[:11]) && headerStep(sc) >= 1
 	})
-	s.pressEveryKey(grpoName, "step ")
+	s.pressEveryKey(grpoName, "step ", filepath.Join(dir, "grpo", "run", "events.jsonl"))
 	s.keys("q") // asks when a step is in flight, stops at once between steps
 	time.Sleep(100 * time.Millisecond)
 	if strings.Contains(s.frame(grpoName, 200, 50, "q"), "y/n") {

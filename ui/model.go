@@ -208,19 +208,14 @@ func (m *Model) control(what string) bool {
 // (PAUSING until the trainer's Paused), from PAUSED it resumes (RESUMING
 // until Resumed); pressed again before the answer it takes the request back
 // (a pause that has not taken hold is cancelled with Resume, so the run goes
-// on; a resume is cancelled with Pause).
+// on; a resume is cancelled with Pause). The trainer answers each request in
+// order, so the requests alternate however fast the key is pressed.
 func (m *Model) togglePause() {
 	st := m.st
 	if !m.control("pause") {
 		return
 	}
-	want := st.paused
-	switch {
-	case st.pendingPause:
-		want = true
-	case st.pendingResume:
-		want = false
-	}
+	want := st.targetPaused()
 	switch {
 	case want && st.paused:
 		m.ctrl.Resume()
@@ -239,7 +234,8 @@ func (m *Model) togglePause() {
 			st.logf(event.Info, "asked: pause after the step in flight")
 		}
 	}
-	st.pendingPause, st.pendingResume = !want, want
+	st.asked++
+	st.wantPaused = !want
 }
 
 func (m *Model) setPhase(phase string) {
@@ -410,7 +406,7 @@ type hint struct {
 
 func (m *Model) hints() []hint {
 	pause := "space pause"
-	if m.st.paused || m.st.pendingPause {
+	if m.st.targetPaused() {
 		pause = "space resume"
 	}
 	zoom := hint{"enter zoom", 3}

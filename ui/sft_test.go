@@ -185,3 +185,69 @@ func TestWarmStartRate(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseRequestsAlternate: however the trainer's answers interleave with
+// presses of p (the trainer answers each request in order), the console's
+// requests alternate Pause, Resume, ... and, once all are answered, the
+// header says what the last press asked for. (An answer to an older request
+// once cleared the newer one's, and the next p repeated a Pause.)
+func TestPauseRequestsAlternate(t *testing.T) {
+	const presses = 5
+	var walk func(m *Model, ctrl *fakeCtrl, pressed, answered int, trace string)
+	n := 0
+	walk = func(m *Model, ctrl *fakeCtrl, pressed, answered int, trace string) {
+		calls := ctrl.Calls()
+		if pressed < presses {
+			m2, c2 := cloneModel(t, trace+"p")
+			walk(m2, c2, pressed+1, answered, trace+"p")
+		}
+		if answered < len(calls) {
+			m2, c2 := cloneModel(t, trace+"a")
+			walk(m2, c2, pressed, answered+1, trace+"a")
+		}
+		if pressed < presses || answered < len(calls) {
+			return
+		}
+		n++
+		for i, c := range calls {
+			if want := []string{"Pause", "Resume"}[i%2]; c.Method != want {
+				t.Fatalf("%s: request %d is %s, want %s (%v)", trace, i+1, c.Method, want, calls)
+			}
+		}
+		want := stateRunning
+		if presses%2 == 1 {
+			want = statePaused
+		}
+		if got := m.st.runState(); got != want || m.st.asked != 0 {
+			t.Fatalf("%s: %s with %d unanswered, want %s", trace, got, m.st.asked, want)
+		}
+	}
+	m, ctrl := cloneModel(t, "")
+	walk(m, ctrl, 0, 0, "")
+	if n < 40 {
+		t.Fatalf("only %d interleavings", n)
+	}
+}
+
+// cloneModel replays trace (p: press p; a: the trainer answers its oldest
+// unanswered request) on a fresh console in its warm start.
+func cloneModel(t *testing.T, trace string) (*Model, *fakeCtrl) {
+	ctrl := &fakeCtrl{}
+	m := newTestModel(ctrl, 80, 24)
+	feed(m, sftEvents(5, 100)...)
+	answered := 0
+	for _, c := range trace {
+		switch c {
+		case 'p':
+			press(m, "p")
+		case 'a':
+			if ctrl.Calls()[answered].Method == "Pause" {
+				feed(m, event.Paused{}, event.SFTStep{Step: 6, Steps: 100, Elapsed: 12 * time.Second})
+			} else {
+				feed(m, event.Resumed{}, event.SFTStep{Step: 7, Steps: 100, Elapsed: 14 * time.Second})
+			}
+			answered++
+		}
+	}
+	return m, ctrl
+}

@@ -153,9 +153,12 @@ type state struct {
 	inFlight bool
 	version  int
 
+	// paused is the trainer's last answer (Paused or Resumed). It answers
+	// every Pause and Resume, in order: asked counts the requests not yet
+	// answered, and wantPaused is what the newest of them asked for.
 	paused        bool
-	pendingPause  bool
-	pendingResume bool
+	asked         int
+	wantPaused    bool
 	stopRequested bool
 	stopped       bool
 	stop          event.Stopped
@@ -211,22 +214,29 @@ func (s *state) runState() runState {
 		return stateStopping
 	case !s.haveInfo:
 		return stateStarting
-	case s.paused && s.pendingResume:
+	case s.asked > 0 && s.wantPaused && !s.paused:
+		return statePausing
+	case s.asked > 0 && !s.wantPaused && s.paused:
 		return stateResuming
 	case s.paused:
 		return statePaused
-	case s.pendingPause:
-		return statePausing
 	}
-	return stateRunning
+	return stateRunning // a cancelled pause that has not taken hold too
 }
 
-// settleResume: the run moved on (a warm-start step, a GRPO step) while a
-// resume was asked of a pause that had not taken hold, so it is running.
-func (s *state) settleResume() {
-	if s.pendingResume && !s.paused {
-		s.pendingResume = false
+// targetPaused is whether the run is to be paused: what the newest
+// unanswered request asked for, else what the trainer last said.
+func (s *state) targetPaused() bool {
+	if s.asked > 0 {
+		return s.wantPaused
 	}
+	return s.paused
+}
+
+// answered counts one answer to a Pause or Resume.
+func (s *state) answered(paused bool) {
+	s.paused = paused
+	s.asked = max(s.asked-1, 0)
 }
 
 // where says where a pause or resume took hold: the warm start's step
@@ -317,10 +327,8 @@ func (s *state) apply(ev event.Event) {
 		if e.HeldoutOK {
 			s.sftHeld.Push(sftPoint{Step: e.Step, V: e.Heldout, Elapsed: e.Elapsed})
 		}
-		s.settleResume()
 	case event.StepStarted:
 		s.step, s.inFlight = e.Step, true
-		s.settleResume()
 		if e.Phase != "" {
 			s.phase = e.Phase
 		}
@@ -354,10 +362,10 @@ func (s *state) apply(ev event.Event) {
 			s.wantAuto = nil
 		}
 	case event.Paused:
-		s.paused, s.pendingPause = true, false
+		s.answered(true)
 		s.logf(event.Warn, "paused %s", s.where(e.Step))
 	case event.Resumed:
-		s.paused, s.pendingResume = false, false
+		s.answered(false)
 		s.logf(event.Info, "resumed %s", s.where(e.Step))
 	case event.CheckpointSaved:
 		s.logf(event.Info, "checkpoint step %d saved to %s", e.Step, e.Path)
