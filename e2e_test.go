@@ -588,11 +588,12 @@ func frameProblem(screen, name string, w, h int) string {
 
 // frame captures the screen until it is a whole frame (a capture may fall
 // between two writes of one redraw: the broken frame this looks for stays
-// until the next resize) and returns it; the test fails after a second.
+// until the next resize) and returns it; the test fails after 3 seconds (a
+// loaded CI machine may hold the console back for a while).
 func (s *tmuxSession) frame(name string, w, h int, after string) string {
 	s.t.Helper()
 	var screen, problem string
-	for i := 0; i < 20; i++ {
+	for i := 0; i < 60; i++ {
 		screen = s.screen()
 		if problem = frameProblem(screen, name, w, h); problem == "" {
 			return screen
