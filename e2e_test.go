@@ -1,9 +1,11 @@
 package main
 
-// An end-to-end test of the real binary in tmux, as an operator drives it:
+// End-to-end tests of the real binary in tmux, as an operator drives it:
 // the console draws, p pauses (and the step counter stops), 2 switches to
 // apply-only (header and metrics.jsonl), s writes a checkpoint, q exits 0,
-// and no container is left behind.
+// and no container is left behind; and every key of the key map, pressed
+// over and over at four terminal sizes in both stages, never breaks the
+// frame. The binary is built once for all of them.
 
 import (
 	"bufio"
@@ -15,8 +17,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/swetui/swetui/train"
 )
@@ -100,7 +104,7 @@ func TestConsoleInTmux(t *testing.T) {
 		t.Skip("no Docker daemon: the console test checks for leaked containers")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := buildBinary(t)
 	out := filepath.Join(dir, "run")
 	runName := "e2e-" + strconv.Itoa(os.Getpid())
 	cfgPath := writeSmallConfig(t, dir, runName, out, 0, true)
@@ -198,13 +202,36 @@ func metricsHavePhase(t *testing.T, path, phase string) bool {
 	return false
 }
 
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "swetui")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+// The binary every end-to-end test runs, built once (TestMain removes it).
+var built struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
-	return bin
+	os.Exit(code)
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "swetui-e2e-"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "swetui")
+		if out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
 }
 
 // writeSmallConfig writes a small, fast configuration: a tiny model and a
@@ -273,7 +300,7 @@ func TestKill9LeavesALoadableCheckpoint(t *testing.T) {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := buildBinary(t)
 	out := filepath.Join(dir, "run")
 	cfgPath := writeSmallConfig(t, dir, "kill9-"+strconv.Itoa(os.Getpid()), out, 1, false)
 	cmd := exec.Command(bin, "run", "--headless", "--config", cfgPath)
@@ -340,7 +367,7 @@ func TestKill9HistoryHoldsEachStepOnce(t *testing.T) {
 		t.Skip("the embedded suite's image is missing: make setup builds it")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := buildBinary(t)
 	out := filepath.Join(dir, "run")
 	runName := "kill9h-" + strconv.Itoa(os.Getpid())
 	cfgPath := writeSmallConfig(t, dir, runName, out, 1, true)
@@ -482,7 +509,7 @@ func TestInterruptSavesTheWarmStart(t *testing.T) {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	dir := t.TempDir()
-	bin := buildBinary(t, dir)
+	bin := buildBinary(t)
 	out := filepath.Join(dir, "run")
 	cfgPath := writeSmallConfig(t, dir, "sigint-"+strconv.Itoa(os.Getpid()), out, 0, true)
 	args := []string{"run", "--headless", "--config", cfgPath, "sft.save_every=0", "run.max_steps=1"}
@@ -523,5 +550,238 @@ func TestInterruptSavesTheWarmStart(t *testing.T) {
 	}
 	if want := fmt.Sprintf("continuing from step %d of 100", reached); !strings.Contains(string(again), want) {
 		t.Fatalf("restart lacks %q:\n%s", want, again)
+	}
+}
+
+var stateWord = regexp.MustCompile(`\b(STARTING|RUNNING|PAUSING|PAUSED|RESUMING|STOPPING|STOPPED)\b`)
+
+// frameProblem says what is wrong with a screen captured from a console of
+// w x h cells running the run name, "" when nothing is: it has exactly h
+// rows none wider than w, the header on the first (the run's name and its
+// state), the key bar on the last (its keys, the quit question or the
+// stopping notice), and no pane drawn twice.
+func frameProblem(screen, name string, w, h int) string {
+	lines := strings.Split(strings.TrimSuffix(screen, "\n"), "\n")
+	if len(lines) != h {
+		return fmt.Sprintf("%d rows, want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if n := utf8.RuneCountInString(l); n > w {
+			return fmt.Sprintf("row %d is %d cells, wider than %d", i, n, w)
+		}
+	}
+	if head := lines[0]; !strings.HasPrefix(head, name[:min(len(name), 8)]) || !stateWord.MatchString(head) {
+		return "the first row is not the header"
+	}
+	foot := strings.TrimSpace(lines[h-1])
+	if !(strings.HasPrefix(foot, "? help") && strings.HasSuffix(foot, "q quit")) && !strings.HasSuffix(foot, "y/n") &&
+		!strings.HasPrefix(foot, "STOPPING:") && !strings.HasPrefix(foot, "STOPPED:") {
+		return "the last row is not the key bar"
+	}
+	for _, title := range []string{"Rewards ·", "Group ·", "Diff ·", "Containers ·", "Events ·", "Help ·"} {
+		if n := strings.Count(screen, title); n > 1 {
+			return fmt.Sprintf("%q is drawn %d times", title, n)
+		}
+	}
+	return ""
+}
+
+// frame captures the screen until it is a whole frame (a capture may fall
+// between two writes of one redraw: the broken frame this looks for stays
+// until the next resize) and returns it; the test fails after 3 seconds (a
+// loaded CI machine may hold the console back for a while).
+func (s *tmuxSession) frame(name string, w, h int, after string) string {
+	s.t.Helper()
+	var screen, problem string
+	for i := 0; i < 60; i++ {
+		screen = s.screen()
+		if problem = frameProblem(screen, name, w, h); problem == "" {
+			return screen
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("at %dx%d after %s: %s:\n%s", w, h, after, problem, screen)
+	return ""
+}
+
+// resize sets the window's size and waits for the console to redraw in it.
+func (s *tmuxSession) resize(name string, w, h int) {
+	s.t.Helper()
+	s.cmd("resize-window", "-t", s.name, "-x", strconv.Itoa(w), "-y", strconv.Itoa(h))
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if frameProblem(s.screen(), name, w, h) == "" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.frame(name, w, h, "a resize")
+}
+
+// keySizes are the terminal sizes every key is pressed at.
+var keySizes = [][2]int{{80, 24}, {120, 40}, {160, 48}, {200, 50}}
+
+// Every key of the key map (tmux's names): the run's controls, the screen's,
+// and each pane's navigation, pressed in every pane.
+var (
+	runKeys    = []string{"?", "?", "1", "2", "3", "2", "a", "a", "s", "r", "p", "p", "Space", "Space"}
+	screenKeys = []string{"c", "c", "i", "i", "c", "Enter", "c", "i", "Escape", "Enter", "?", "Escape", "Enter", "Enter"}
+	paneKeys   = []string{"j", "k", "Down", "Up", "j", "j", "NPage", "PPage", "C-d", "C-u", "G", "g", "End", "Home",
+		"h", "l", "Left", "Right", "f", "f", "j", "c", "j", "c", "Enter", "j", "k", "Escape"}
+)
+
+// pressEveryKey presses the key map at each size, checking the frame after
+// every key, that the run goes on (the keys stop nothing) and that the
+// header shows the stage (stage) throughout; events is the run's
+// events.jsonl, shown if it stops.
+func (s *tmuxSession) pressEveryKey(name, stage, events string) {
+	s.t.Helper()
+	for _, size := range keySizes {
+		w, h := size[0], size[1]
+		s.resize(name, w, h)
+		press := func(k string) string {
+			s.keys(k)
+			time.Sleep(15 * time.Millisecond)
+			sc := s.frame(name, w, h, k)
+			if state := stateWord.FindString(firstLine(sc)); state == "STOPPING" || state == "STOPPED" {
+				log, _ := os.ReadFile(events)
+				s.t.Fatalf("at %dx%d after %s the run is %s:\n%s\nevents.jsonl:\n%s", w, h, k, state, sc, log)
+			}
+			return sc
+		}
+		for _, k := range runKeys {
+			press(k)
+		}
+		for pane := 0; pane < 5; pane++ {
+			for _, k := range screenKeys {
+				press(k)
+			}
+			for _, k := range paneKeys {
+				press(k)
+			}
+			press("Tab")
+		}
+		press("BTab")
+		if sc := press("Tab"); !strings.Contains(firstLine(sc), stage) {
+			s.t.Fatalf("at %dx%d the header does not show %q:\n%s", w, h, stage, sc)
+		}
+	}
+}
+
+// TestConsoleKeysInTmux presses every key of the key map, several times in
+// every pane, at 80x24, 120x40, 160x48 and 200x50, in the warm start of one
+// run (then quits it with q and y) and in the GRPO steps of another, whose
+// untrained policy writes the junk a byte-level model samples (invalid
+// UTF-8, control bytes), and checks each screen: exactly the terminal's
+// rows, the header on the first and the key bar on the last. Both runs use
+// one tmux session, resized between sizes, and one binary.
+func TestConsoleKeysInTmux(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end console test: skipped with -short")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (make setup installs it)")
+	}
+	start := time.Now()
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	pid := strconv.Itoa(os.Getpid())
+	sftName, grpoName := "keys-sft-"+pid, "keys-grpo-"+pid
+	for _, d := range []string{"sft", "grpo"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sftCfg := writeSmallConfig(t, filepath.Join(dir, "sft"), sftName, filepath.Join(dir, "sft", "run"), 0, true)
+	// A warm start far longer than the test: it is stopped in the middle.
+	editFile(t, sftCfg, "[sft]\nsteps = 100\n", "[sft]\nsteps = 100000\n", "heldout_every = 0", "heldout_every = 10")
+	grpoCfg := writeSmallConfig(t, filepath.Join(dir, "grpo"), grpoName, filepath.Join(dir, "grpo", "run"), 0, false)
+	editFile(t, grpoCfg, "max_new_tokens = 24", "max_new_tokens = 96") // longer junk for the raw view
+	exitSFT, exitGRPO := filepath.Join(dir, "exit-sft"), filepath.Join(dir, "exit-grpo")
+	s := &tmuxSession{t: t, socket: "swetui-keys-" + pid, name: "keys"}
+	s.cmd("new-session", "-d", "-s", s.name, "-x", "80", "-y", "24",
+		fmt.Sprintf("%s run --config %s; echo $? > %s; %s run --config %s; echo $? > %s; sleep 30",
+			bin, sftCfg, exitSFT, bin, grpoCfg, exitGRPO))
+	defer exec.Command("tmux", "-L", s.socket, "kill-server").Run()
+
+	warm := regexp.MustCompile(`warm start \d+/100000`)
+	s.waitFor("the warm start's first steps", 2*time.Minute, func(sc string) bool { return warm.MatchString(firstLine(sc)) })
+	s.pressEveryKey(sftName, "warm start", filepath.Join(dir, "sft", "run", "events.jsonl"))
+	// Quitting asks while the warm start runs; n carries on, y stops it.
+	for _, k := range []string{"q", "n", "C-c", "n", "q"} {
+		before := s.screen()
+		s.keys(k)
+		want := k == "q" || k == "C-c"
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			sc := s.screen()
+			if frameProblem(sc, sftName, 200, 50) == "" && strings.Contains(sc, "Stop the run and quit? y/n") == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				events, _ := os.ReadFile(filepath.Join(dir, "sft", "run", "events.jsonl"))
+				t.Fatalf("after %s the quit question is not %v; before:\n%s\nafter:\n%s\nevents.jsonl:\n%s", k, want, before, sc, events)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	s.keys("y")
+	waitExit(t, s, exitSFT)
+
+	s.waitFor("the GRPO run's first steps", 2*time.Minute, func(sc string) bool {
+		return strings.HasPrefix(sc, grpoName[:11]) && headerStep(sc) >= 1
+	})
+	s.pressEveryKey(grpoName, "step ", filepath.Join(dir, "grpo", "run", "events.jsonl"))
+	s.keys("q") // asks when a step is in flight, stops at once between steps
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(s.frame(grpoName, 200, 50, "q"), "y/n") {
+		s.keys("y")
+	}
+	waitExit(t, s, exitGRPO)
+	if err := exec.Command("docker", "info").Run(); err == nil {
+		for _, name := range []string{sftName, grpoName} {
+			if left := leftoverContainers(t, name); left != "" {
+				t.Fatalf("containers of %s left behind: %s", name, left)
+			}
+		}
+	}
+	t.Logf("every key at %d sizes in both stages: %s", len(keySizes), time.Since(start).Round(time.Second))
+}
+
+// waitExit waits for the shell in the tmux session to write the binary's
+// exit code to file, and fails unless it is 0.
+func waitExit(t *testing.T, s *tmuxSession, file string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if data, err := os.ReadFile(file); err == nil {
+			if code := strings.TrimSpace(string(data)); code != "0" {
+				t.Fatalf("swetui exited %s; screen:\n%s", code, s.screen())
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swetui did not exit; screen:\n%s", s.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// editFile replaces each old string (which must be there) with its new one.
+func editFile(t *testing.T, path string, oldNew ...string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	for i := 0; i+1 < len(oldNew); i += 2 {
+		if !strings.Contains(s, oldNew[i]) {
+			t.Fatalf("%s lacks %q", path, oldNew[i])
+		}
+		s = strings.Replace(s, oldNew[i], oldNew[i+1], 1)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

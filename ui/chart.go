@@ -61,15 +61,47 @@ func bounds(vals []float64, fixed *[2]float64) (lo, hi float64) {
 	if lo > hi {
 		return 0, 1
 	}
-	if hi-lo < 1e-12 {
-		// A flat series sits mid-chart, in a range that keeps its sign.
-		pad := math.Abs(lo) / 2
-		if pad == 0 {
-			pad = 0.5
+	if hi-lo < flatEps {
+		// A flat series sits mid-chart, in a range that keeps its sign;
+		// a flat zero (no KL, no loss yet) lies on the floor of [0, 1].
+		if lo == 0 {
+			return 0, 1
 		}
+		pad := math.Abs(lo) / 2
 		return lo - pad, hi + pad
 	}
 	return lo, hi
+}
+
+const flatEps = 1e-12
+
+// flat is whether vals (with at least one number) are all the same.
+func flat(vals []float64) bool {
+	lo, hi, n := math.Inf(1), math.Inf(-1), 0
+	for _, v := range vals {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		lo, hi, n = math.Min(lo, v), math.Max(hi, v), n+1
+	}
+	return n > 0 && hi-lo < flatEps
+}
+
+// flatSpark draws a flat series as a line: on the floor when it is zero,
+// mid-height otherwise (a bar of constant height would read as a level).
+func flatSpark(vals []float64, w int) string {
+	var b strings.Builder
+	for i := 0; i < w; i++ {
+		switch {
+		case i >= len(vals) || math.IsNaN(vals[i]):
+			b.WriteByte(' ')
+		case vals[i] == 0:
+			b.WriteRune('▁')
+		default:
+			b.WriteRune('─')
+		}
+	}
+	return b.String()
 }
 
 // level maps v in [lo, hi] to 0..steps-1.

@@ -95,7 +95,7 @@ func (p *containersPane) hostLines(rows int) []string {
 		}
 		line := fmt.Sprintf("  hosts %d/%d up", up, len(hosts))
 		if firstDown != "" {
-			line += " · down: " + firstDown
+			line += " · down: " + clean(firstDown)
 		}
 		if rows == 1 {
 			return []string{styleDim.Render(ansi.Truncate(line, p.w, "…"))}
@@ -115,7 +115,7 @@ func (p *containersPane) hostRows(hosts []event.HostState) []string {
 			if h.Err != "" {
 				line += fmt.Sprintf(" · back %s ago, last error: %s", short(now.Sub(h.Since)), clean(h.Err))
 			}
-			out = append(out, ansi.Truncate(line, p.w, "…"))
+			out = append(out, ansi.Truncate(clean(line), p.w, "…"))
 			continue
 		}
 		line = fmt.Sprintf("  DOWN %s", h.Endpoint)
@@ -128,7 +128,7 @@ func (p *containersPane) hostRows(hosts []event.HostState) []string {
 		if h.Err != "" {
 			line += " · " + clean(h.Err)
 		}
-		out = append(out, styleWarn.Render(ansi.Truncate(line, p.w, "…")))
+		out = append(out, styleWarn.Render(ansi.Truncate(clean(line), p.w, "…")))
 	}
 	return out
 }
@@ -205,7 +205,7 @@ func (p *containersPane) Lines() []string {
 		p.sel = max(0, min(p.sel, len(pool.Workers)-1))
 		first := max(0, min(p.sel-(tableRows-2), len(pool.Workers)-(tableRows-1)))
 		for i := first; i < len(pool.Workers) && i < first+tableRows-1; i++ {
-			line := p.worker(i)
+			line := clean(p.worker(i))
 			if i == p.sel {
 				line = styleSelected.Render(fitLine(">"+line[1:], p.w))
 			}
@@ -225,7 +225,7 @@ func (p *containersPane) Lines() []string {
 		logInfo = fmt.Sprintf("%s · %s · %s · %d lines", mode, l.InstanceID, l.ID, l.Lines.Total())
 	}
 	if p.h > 1 {
-		out = append(out, styleTitle.Render(fitLine("·· log · "+logInfo+" ", p.w)))
+		out = append(out, styleTitle.Render(fitLine(clean("·· log · "+logInfo+" "), p.w)))
 	}
 	if l != nil && logRows > 0 {
 		first := l.Lines.Total() - l.Lines.Len()

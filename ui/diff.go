@@ -114,7 +114,7 @@ func (p *diffPane) refresh() {
 		p.lines = wrap(c.Completion, p.w)
 	case modeIssue:
 		if c.IssueText == "" {
-			p.lines = []string{"(the trainer sent no issue text for " + c.Verdict.InstanceID + ")"}
+			p.lines = []string{"(the trainer sent no issue text for " + clean(c.Verdict.InstanceID) + ")"}
 			return
 		}
 		p.lines = wrap(c.IssueText, p.w)
@@ -142,6 +142,11 @@ func (p *diffPane) Lines() []string {
 		return nil
 	}
 	info := "select a completion in Group"
+	if p.cur == nil && p.st.inSFT() {
+		out := []string{titleLine(p.Name(), "none until GRPO starts", p.w, p.focused)}
+		out = append(out, dimText("The selected completion's patch, raw text (c) and issue (i) appear here once GRPO samples.", p.w)...)
+		return block(out, p.w, p.h)
+	}
 	if c := p.cur; c != nil {
 		info = fmt.Sprintf("%s %d.%d · %s · reward %.3f", cut(c.Verdict.InstanceID, 40), c.Group, c.Index, modeNames[p.mode], c.Verdict.Reward)
 		if n := len(p.lines); n > p.h-1 {

@@ -22,9 +22,21 @@
 // program ends any other way while the run goes on, so Stop must be
 // idempotent, and the caller waits for the trainer's teardown after Run.
 //
-// Memory is bounded over any run length: ui.history finished steps for the
-// charts, the completions of the last 100 steps, ui.log_lines lines for each
-// of the last 8 evaluations' logs, and 500 event-log lines.
+// The warm start (stage "sft") is a view of its own: the header shows its
+// step, losses, speed and ETA, the Rewards pane charts its training and
+// held-out losses (and keeps them, zoomed, below GRPO's charts), the Group
+// and Diff panes say that completions come with GRPO, and controls that only
+// GRPO uses say so when pressed.
+//
+// Memory is bounded over any run length: ui.history finished steps (and as
+// many warm-start steps) for the charts, the completions of the last 100
+// steps, ui.log_lines lines for each of the last 8 evaluations' logs, and
+// 500 event-log lines.
+//
+// Whatever text the trainer forwards (completions, issue texts, logs,
+// errors) is drawn only with runes that every terminal draws as wide as the
+// console counts them (see clean), so no content can wrap a line and shift
+// the screen.
 //
 // Colour is decoration: states are words (RUNNING, PAUSED, STOPPING...) and
 // focus is a heavy rule, so NO_COLOR, tmux and the ASCII goldens read the

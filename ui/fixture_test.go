@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -126,6 +127,27 @@ func runEvents(steps int) []event.Event {
 	return evs
 }
 
+// sftEvents is a run in its warm start: RunInfo, the sft stage, and done of
+// steps warm-start steps (a held-out loss every tenth, 2 s a step).
+func sftEvents(done, steps int) []event.Event {
+	evs := []event.Event{
+		event.RunInfo{Name: "mini-grpo", OutDir: "runs/mini-grpo", MaxSteps: 200, Phase: "syntax", Auto: true,
+			BLAS: "openblas", Hosts: []string{"unix:///var/run/docker.sock"}, GroupSize: 4, Started: t0},
+		event.StageChanged{Stage: "sft"},
+	}
+	for s := 1; s <= done; s++ {
+		x := float64(s)
+		e := event.SFTStep{Step: s, Steps: steps, Loss: 0.4 + 3/(1+x/8) + 0.1*math.Sin(x), LR: 2e-3,
+			Elapsed: time.Duration(s) * 2 * time.Second}
+		if s%10 == 0 {
+			e.Heldout, e.HeldoutOK = 1.2+2/(1+x/20), true
+		}
+		evs = append(evs, e, event.StageChanged{Stage: "sft", Progress: x / float64(steps),
+			Detail: fmt.Sprintf("step %d/%d loss %.3f", s, steps, e.Loss)})
+	}
+	return evs
+}
+
 // groupEvents is step s's eight scored completions.
 func groupEvents(s int) []event.Event {
 	var evs []event.Event
@@ -177,8 +199,9 @@ func contains(t *testing.T, view, want string) {
 	}
 }
 
-// checkFrame asserts that a view is exactly h lines of exactly w cells: the
-// layout never spills, whatever the content.
+// checkFrame asserts that a view is exactly h lines of exactly w cells, drawn
+// only with runes that every terminal draws as wide as the console counts
+// them: the layout never spills or wraps, whatever the content.
 func checkFrame(t *testing.T, view string, w, h int) {
 	t.Helper()
 	lines := strings.Split(view, "\n")
@@ -188,6 +211,11 @@ func checkFrame(t *testing.T, view string, w, h int) {
 	for i, l := range lines {
 		if n := ansi.StringWidth(l); n != w {
 			t.Fatalf("line %d is %d cells wide, want %d: %q", i, n, w, l)
+		}
+		for _, r := range ansi.Strip(l) {
+			if !safeRune(r) && r != utf8.RuneError {
+				t.Fatalf("line %d draws %U, whose width terminals disagree on: %q", i, r, l)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package ui
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -21,6 +22,12 @@ func keyMsg(k string) tea.KeyMsg {
 	}
 	if t, ok := types[k]; ok {
 		return tea.KeyMsg{Type: t}
+	}
+	if r, ok := strings.CutPrefix(k, "alt+"); ok {
+		return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(r), Alt: true}
+	}
+	if text, ok := strings.CutPrefix(k, "paste:"); ok {
+		return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(text), Paste: true}
 	}
 	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
 }
@@ -45,10 +52,11 @@ func focusOn(t *testing.T, m *Model, name string) {
 }
 
 // TestGolden draws the whole screen in each state and each pane zoomed, at
-// 80x24 (the smallest supported) and 200x50, and compares with
-// testdata/TestGolden/*.golden (go test ./ui -run TestGolden -update rewrites
-// them).
+// 80x24 (the smallest supported) and 200x50, a few of them at 120x40 and
+// 160x48 too, and compares with testdata/TestGolden/*.golden (go test ./ui
+// -run TestGolden -update rewrites them).
 func TestGolden(t *testing.T) {
+	everySize := map[string]bool{"running": true, "help": true, "warm_start": true}
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, m *Model)
@@ -74,6 +82,24 @@ func TestGolden(t *testing.T) {
 				event.Stopped{Step: 41, Reason: "reward pool failed", Err: errors.New("3 infra failures in a row")})
 		}},
 		{"help", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); press(m, "?") }},
+		{"warm_start", func(t *testing.T, m *Model) { feed(m, sftEvents(38, 100)...) }},
+		{"warm_start_pausing", func(t *testing.T, m *Model) { feed(m, sftEvents(38, 100)...); press(m, "p") }},
+		{"warm_start_paused", func(t *testing.T, m *Model) {
+			feed(m, sftEvents(38, 100)...)
+			press(m, "p")
+			feed(m, event.Paused{})
+		}},
+		{"warm_start_zoom_group", func(t *testing.T, m *Model) {
+			feed(m, sftEvents(38, 100)...)
+			press(m, "enter")
+		}},
+		{"warm_start_quit", func(t *testing.T, m *Model) { feed(m, sftEvents(38, 100)...); press(m, "q") }},
+		{"warm_start_charts_after_grpo", func(t *testing.T, m *Model) {
+			feed(m, sftEvents(100, 100)...)
+			feed(m, runEvents(40)[1:]...)
+			focusOn(t, m, "Rewards")
+			press(m, "enter")
+		}},
 		{"zoom_rewards", zoomOn("Rewards")},
 		{"zoom_group", zoomOn("Group")},
 		{"zoom_diff", zoomOn("Diff")},
@@ -94,8 +120,12 @@ func TestGolden(t *testing.T) {
 			press(m, "l")
 		}},
 	}
-	for _, size := range [][2]int{{80, 24}, {200, 50}} {
-		for _, c := range cases {
+	for _, c := range cases {
+		sizes := [][2]int{{80, 24}, {200, 50}}
+		if everySize[c.name] {
+			sizes = [][2]int{{80, 24}, {120, 40}, {160, 48}, {200, 50}}
+		}
+		for _, size := range sizes {
 			t.Run(fmt.Sprintf("%dx%d_%s", size[0], size[1], c.name), func(t *testing.T) {
 				m := newTestModel(&fakeCtrl{}, size[0], size[1])
 				c.setup(t, m)

@@ -6,18 +6,21 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/swetui/swetui/event"
 )
 
 // groupPane is one step's completions as a table. It follows the newest
-// step until the operator moves to an older one (h/←), and comes back with
-// f or by moving past the newest.
+// step until the operator moves: to an older step (h/←), or within the table
+// (j/k, pages, g/G), which holds the step shown so that the row read stays
+// put, as a scrolled log does. f, or moving past the newest with l, follows
+// again, keeping the selected row.
 type groupPane struct {
 	frame
 	st     *state
 	follow bool
 	step   int // the step shown when not following
-	sel    int
+	sel    int // the selected row; drawn clamped to the rows there are
 	scroll scroller
 }
 
@@ -74,6 +77,9 @@ func (p *groupPane) Update(msg tea.KeyMsg) tea.Cmd {
 		n = len(g.Rows)
 	}
 	page := max(p.h-3, 1)
+	if g != nil && p.follow && isRowMove(msg) {
+		p.follow, p.step = false, g.Step
+	}
 	switch {
 	case key.Matches(msg, nav.Up):
 		p.sel--
@@ -104,6 +110,16 @@ func (p *groupPane) Update(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
+// isRowMove is whether a key moves the selection within the table.
+func isRowMove(msg tea.KeyMsg) bool {
+	for _, b := range []key.Binding{nav.Up, nav.Down, nav.PageUp, nav.PageDown, nav.Top, nav.Bottom} {
+		if key.Matches(msg, b) {
+			return true
+		}
+	}
+	return false
+}
+
 // wide is whether the table has room for every column.
 func (p *groupPane) wide() bool { return p.w >= 96 }
 
@@ -113,37 +129,44 @@ func (p *groupPane) Lines() []string {
 	}
 	g := p.current()
 	info := "waiting for the first completions"
-	if g != nil {
+	switch {
+	case g != nil:
 		tasks := map[int]bool{}
 		for _, r := range g.Rows {
 			tasks[r.Group] = true
 		}
-		where := "newest"
+		// Whether the step is held comes first: it must show when narrow.
+		info = fmt.Sprintf("step %d · newest · %s · %s", g.Step, plural(len(tasks), "task"), plural(len(g.Rows), "completion"))
 		if !p.follow {
-			where = "h/l: steps, f: newest"
+			info = fmt.Sprintf("step %d · held · %s · %s · h/l steps, f newest", g.Step, plural(len(tasks), "task"),
+				plural(len(g.Rows), "completion"))
 		}
-		info = fmt.Sprintf("step %d · %d tasks · %d completions · %s", g.Step, len(tasks), len(g.Rows), where)
+	case p.st.inSFT():
+		info = "none until GRPO starts"
 	}
 	lines := []string{titleLine(p.Name(), info, p.w, p.focused)}
 	if p.h == 1 {
 		return block(lines, p.w, p.h)
+	}
+	if g == nil && p.st.inSFT() {
+		return block(append(lines, waitingForGRPO(p.st, p.w)...), p.w, p.h)
 	}
 	lines = append(lines, styleDim.Render(p.header()))
 	if g == nil {
 		return block(lines, p.w, p.h)
 	}
 	rows := p.h - 2
-	p.sel = max(0, min(p.sel, len(g.Rows)-1))
+	sel := max(0, min(p.sel, len(g.Rows)-1))
 	// Keep the selection in sight.
-	if p.sel < p.scroll.top {
-		p.scroll.top = p.sel
-	} else if p.sel >= p.scroll.top+rows {
-		p.scroll.top = p.sel - rows + 1
+	if sel < p.scroll.top {
+		p.scroll.top = sel
+	} else if sel >= p.scroll.top+rows {
+		p.scroll.top = sel - rows + 1
 	}
 	p.scroll.clamp(len(g.Rows), rows)
 	for i := p.scroll.top; i < len(g.Rows) && i < p.scroll.top+rows; i++ {
-		line := p.row(&g.Rows[i])
-		if i == p.sel {
+		line := clean(p.row(&g.Rows[i]))
+		if i == sel {
 			line = styleSelected.Render(fitLine(">"+line[1:], p.w))
 		}
 		lines = append(lines, line)
@@ -188,6 +211,35 @@ func (p *groupPane) row(c *event.CompletionScored) string {
 		c.Advantage, c.Tokens, strings.Join(extra, " "))
 }
 
+// waitingForGRPO is what the Group pane says during the warm start, wrapped
+// to w: why there is nothing yet, and when there will be.
+func waitingForGRPO(st *state, w int) []string {
+	text := "The warm start trains the policy on the tasks' gold patches; it samples nothing. " +
+		"The completions of each GRPO step, with their rewards and patches, appear here when GRPO starts"
+	if eta, ok := st.sftETA(); ok {
+		text += fmt.Sprintf(", in about %s (warm start %d/%d)", clock(eta), st.sft.Step, st.sft.Steps)
+	}
+	text += ". Phase and auto-curriculum keys take effect then."
+	return dimText(text, w)
+}
+
+// dimText is text wrapped to w, indented, dim, after a blank line.
+func dimText(text string, w int) []string {
+	var out []string
+	for _, l := range wrap(text, max(w-4, 1)) {
+		out = append(out, styleDim.Render("  "+l))
+	}
+	return append([]string{""}, out...)
+}
+
+// plural is "1 task", "2 tasks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // flags is the narrow table's one-letter-per-fact column: Valid diff,
 // Applied, Resolved, Truncated, Infra failure, Hack; '.' when not.
 func flags(c *event.CompletionScored) string {
@@ -215,18 +267,19 @@ func yes(b bool) string {
 	return "-"
 }
 
+// orDash is s cleaned for drawing, or dflt when s is empty.
 func orDash(s, dflt string) string {
 	if s == "" {
 		return dflt
 	}
-	return s
+	return clean(s)
 }
 
-// cut shortens s to n cells, marking the cut.
+// cut cleans s for drawing and shortens it to n cells, marking the cut.
 func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
+	s = clean(s)
+	if ansi.StringWidth(s) <= n {
 		return s
 	}
-	return string(r[:n-1]) + "…"
+	return ansi.Truncate(s, n, "…")
 }

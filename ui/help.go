@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/x/ansi"
 )
 
 // helpSection is one titled list of keys in the help view.
@@ -28,37 +29,75 @@ func (m *Model) helpSections(all bool) []helpSection {
 		}
 	}
 	secs = append(secs, helpSection{"Group flags", []key.Binding{
-		key.NewBinding(key.WithHelp("V A R", "valid diff, applied, resolved")),
-		key.NewBinding(key.WithHelp("T I H", "truncated, infra failure, hack")),
+		key.NewBinding(key.WithHelp("V A R", "valid, applied, resolved")),
+		key.NewBinding(key.WithHelp("T I H", "truncated, infra, hack")),
 		key.NewBinding(key.WithHelp("step N*", "step N in flight")),
 	}})
 	return secs
 }
 
-// helpLines lays the sections out in columns as wide as fit in w, whole
-// sections to a column; every pane's keys when they fit, else the focused
-// pane's.
+// helpLines lays the sections out in as many columns as fit in w, each as
+// wide as its widest line, whole sections to a column: every pane's keys
+// when they fit, else the focused pane's. Only a terminal too small for
+// that cuts entries.
 func (m *Model) helpLines(w, h int) []string {
 	rows := max(h-1, 1)
-	cols := max(w/40, 1)
-	columns, ok := helpColumns(m.helpSections(true), cols, rows)
-	if !ok {
-		columns, _ = helpColumns(m.helpSections(false), cols, rows)
+	columns, widths := helpLayout(m.helpSections(true), w, rows)
+	if columns == nil {
+		columns, widths = helpLayout(m.helpSections(false), w, rows)
 	}
-	colW := max(w/max(min(len(columns), cols), 1), 1)
+	if columns == nil { // too small: the focused pane's keys, cut to fit
+		cols := max(w/40, 1)
+		columns, _ = helpColumns(m.helpSections(false), cols, rows)
+		columns = columns[:min(len(columns), cols)]
+		widths = make([]int, len(columns))
+		for i := range widths {
+			widths[i] = max(w/len(columns), 1)
+		}
+	}
 	out := []string{titleLine("Help", "every key; ? or esc closes", w, true)}
 	for r := 0; r < rows; r++ {
 		line := ""
-		for c := 0; c < len(columns) && c < cols; c++ {
+		for c := range columns {
 			cell := ""
 			if r < len(columns[c]) {
 				cell = columns[c][r]
 			}
-			line += fitLine(cell, colW)
+			line += fitLine(cell, widths[c])
 		}
 		out = append(out, line)
 	}
 	return block(out, w, h)
+}
+
+// helpGap is the space between help columns.
+const helpGap = 3
+
+// helpLayout finds the most columns (up to one per section) in which secs
+// fit whole in w cells and rows lines; nil when none does. widths include
+// the gap after each column but the last.
+func helpLayout(secs []helpSection, w, rows int) (columns [][]string, widths []int) {
+	for cols := len(secs); cols >= 1; cols-- {
+		cs, ok := helpColumns(secs, cols, rows)
+		if !ok {
+			continue
+		}
+		ws, total := make([]int, len(cs)), 0
+		for i, c := range cs {
+			for _, l := range c {
+				ws[i] = max(ws[i], ansi.StringWidth(l))
+			}
+			if i < len(cs)-1 {
+				ws[i] += helpGap
+			}
+			total += ws[i]
+		}
+		if total <= w {
+			ws[len(ws)-1] += w - total // the last column takes the rest
+			return cs, ws
+		}
+	}
+	return nil, nil
 }
 
 // helpColumns packs sections into at most cols columns of at most rows
@@ -69,7 +108,7 @@ func helpColumns(secs []helpSection, cols, rows int) (columns [][]string, ok boo
 	for _, s := range secs {
 		lines := []string{styleBold.Render(s.title)}
 		for _, k := range s.keys {
-			lines = append(lines, fmt.Sprintf("  %-12s %s", k.Help().Key, k.Help().Desc))
+			lines = append(lines, fmt.Sprintf("  %-9s  %s", k.Help().Key, k.Help().Desc))
 		}
 		sections = append(sections, lines)
 		total += len(lines) + 1

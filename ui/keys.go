@@ -20,14 +20,14 @@ var keys = globalKeys{
 	Docker: key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "phase docker")),
 	Auto:   key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "auto-curriculum on/off")),
 	Save:   key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "save a checkpoint now")),
-	Replay: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "replay the selected completion")),
+	Replay: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "replay the selection")),
 	Next:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "focus next pane")),
 	Prev:   key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "focus previous pane")),
 	Zoom:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "zoom the pane / back")),
 	Help:   key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "this help")),
 	Quit:   key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q/ctrl+c", "stop the run and quit")),
-	Raw:    key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "diff: raw completion / patch")),
-	Issue:  key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "diff: the task's issue text")),
+	Raw:    key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "raw completion / patch")),
+	Issue:  key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "the task's issue text")),
 	Back:   key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "unzoom, close help")),
 }
 

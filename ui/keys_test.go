@@ -124,6 +124,31 @@ func TestKeys(t *testing.T) {
 				press(m, "f")
 				wantSel(t, m, 41, 0, 0)
 			}},
+		{name: "j while following holds the step", events: running, keys: []string{"j"},
+			check: func(t *testing.T, m *Model) {
+				feed(m, groupEvents(41)...)
+				feed(m, event.StepStarted{Step: 42})
+				feed(m, groupEvents(42)[:3]...)
+				wantSel(t, m, 40, 0, 1) // not back to row 0 of the newest
+				contains(t, m.View(), "Group · step 40 · held · 2 tasks")
+			}},
+		{name: "f after j follows, keeping the row", events: running, keys: []string{"j", "j", "f"},
+			check: func(t *testing.T, m *Model) {
+				feed(m, groupEvents(41)[:1]...)
+				wantSel(t, m, 41, 0, 0) // the row has not arrived yet
+				feed(m, groupEvents(41)[1:]...)
+				wantSel(t, m, 41, 0, 2)
+			}},
+		{name: "runes read together are keys each", events: running, keys: []string{"a2s"},
+			calls: []call{{"SetAuto", "false"}, {"SetPhase", "apply-only"}, {"SaveNow", ""}}},
+		{name: "esc read with the next key is esc, then the key", events: running, keys: []string{"enter", "alt+p"},
+			calls: []call{{"Pause", ""}}, check: func(t *testing.T, m *Model) {
+				if m.zoomed {
+					t.Fatal("still zoomed")
+				}
+			}},
+		{name: "a paste is not keys", events: running, keys: []string{"paste:q2"}, calls: nil,
+			check: wantState(stateRunning)},
 		{name: "c toggles the raw completion", events: running, keys: []string{"c"},
 			check: func(t *testing.T, m *Model) {
 				if m.diff.mode != modeRaw {

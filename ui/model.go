@@ -7,6 +7,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
@@ -59,7 +60,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.resize(msg.Width, msg.Height)
 	case tea.KeyMsg:
-		return m, m.onKey(msg)
+		return m, m.keys(msg)
 	}
 	return m, nil
 }
@@ -84,6 +85,35 @@ func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
 		return nil // nothing left to wait for: do not re-arm
 	}
 	return m.pump.next()
+}
+
+// keys handles what the terminal sent as one key message. Bubble Tea
+// reports printable runes that arrive in one read as one message ("aa2" when
+// keys come faster than the console reads: a quick typist, SSH, tmux
+// send-keys), which would match no binding; each is a key of its own. An
+// escape read together with the next key arrives as that key with Alt, and
+// the console binds no Alt key: it is esc, then the key. A paste is text,
+// not keys, and is ignored (a pasted q must not quit).
+func (m *Model) keys(msg tea.KeyMsg) tea.Cmd {
+	if msg.Paste {
+		return nil
+	}
+	var cmds []tea.Cmd
+	if msg.Alt {
+		cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyEsc}))
+		msg.Alt = false
+	}
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 {
+		for _, r := range msg.Runes {
+			cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+		}
+	} else {
+		cmds = append(cmds, m.onKey(msg))
+	}
+	if len(cmds) == 1 {
+		return cmds[0]
+	}
+	return tea.Sequence(cmds...)
 }
 
 // onKey handles a key: the quit question first, then global keys, then the
@@ -117,8 +147,15 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.setPhase(config.PhaseDocker)
 	case key.Matches(msg, keys.Auto):
 		if m.control("auto-curriculum") {
-			m.ctrl.SetAuto(!st.auto)
-			st.logf(event.Info, "asked: auto-curriculum %s", onOff(!st.auto))
+			// Toggle what was last asked for, not what was last
+			// acknowledged: twice before the trainer answers is on, off.
+			want := !st.auto
+			if st.wantAuto != nil {
+				want = !*st.wantAuto
+			}
+			m.ctrl.SetAuto(want)
+			st.wantAuto = &want
+			st.logf(event.Info, "asked: auto-curriculum %s%s", onOff(want), m.whenGRPO())
 		}
 	case key.Matches(msg, keys.Save):
 		if m.control("save") {
@@ -167,18 +204,38 @@ func (m *Model) control(what string) bool {
 	return true
 }
 
+// togglePause flips what was last asked for: from RUNNING it pauses
+// (PAUSING until the trainer's Paused), from PAUSED it resumes (RESUMING
+// until Resumed); pressed again before the answer it takes the request back
+// (a pause that has not taken hold is cancelled with Resume, so the run goes
+// on; a resume is cancelled with Pause). The trainer answers each request in
+// order, so the requests alternate however fast the key is pressed.
 func (m *Model) togglePause() {
 	st := m.st
 	if !m.control("pause") {
 		return
 	}
-	if st.paused {
+	want := st.targetPaused()
+	switch {
+	case want && st.paused:
 		m.ctrl.Resume()
-		st.pendingResume, st.pendingPause = true, false
-		return
+		st.logf(event.Info, "asked: resume")
+	case want:
+		m.ctrl.Resume()
+		st.logf(event.Info, "asked: cancel the pause")
+	case st.paused:
+		m.ctrl.Pause()
+		st.logf(event.Info, "asked: stay paused (cancels the resume)")
+	default:
+		m.ctrl.Pause()
+		if st.inSFT() {
+			st.logf(event.Info, "asked: pause the warm start after its current step")
+		} else {
+			st.logf(event.Info, "asked: pause after the step in flight")
+		}
 	}
-	m.ctrl.Pause()
-	st.pendingPause, st.pendingResume = true, false
+	st.asked++
+	st.wantPaused = !want
 }
 
 func (m *Model) setPhase(phase string) {
@@ -186,7 +243,15 @@ func (m *Model) setPhase(phase string) {
 		return
 	}
 	m.ctrl.SetPhase(phase)
-	m.st.logf(event.Info, "asked: phase %s", phase)
+	m.st.logf(event.Info, "asked: phase %s%s", phase, m.whenGRPO())
+}
+
+// whenGRPO qualifies a control that the warm start does not use.
+func (m *Model) whenGRPO() string {
+	if m.st.inSFT() {
+		return " (takes effect when GRPO starts)"
+	}
+	return ""
 }
 
 // quit is q or ctrl-c. Nothing running: quit at once. A step in flight: ask
@@ -206,8 +271,8 @@ func (m *Model) quit(force bool) tea.Cmd {
 		}
 		m.st.logf(event.Warn, "stopping: waiting for the trainer (ctrl-c quits now)")
 		return nil
-	case m.st.inFlight:
-		m.confirm = true
+	case m.st.inFlight, m.st.inSFT() && !m.st.paused:
+		m.confirm = true // a step (GRPO's or the warm start's) is in flight
 		return nil
 	}
 	return m.stopAndQuit()
@@ -255,6 +320,7 @@ func (m *Model) single() bool { return m.zoomed || m.width < 70 }
 func (m *Model) layout() {
 	w, bh := m.width, m.bodyHeight()
 	m.hdr.w = w
+	m.rewards.zoomed = m.zoomed && m.panes[m.focus] == pane(m.rewards)
 	m.events.SetSize(w, m.eventsHeight())
 	if m.single() {
 		m.panes[m.focus].SetSize(w, bh)
@@ -308,18 +374,68 @@ func (m *Model) body() []string {
 }
 
 // keyBar is the last line: the quit question, the stopping notice, or the
-// main keys.
+// main keys, as many as fit (the least used give way first; help and quit
+// always stay).
 func (m *Model) keyBar() string {
 	var s string
 	switch {
 	case m.confirm:
-		s = fmt.Sprintf(" Step %d is in flight. Stop the run and quit? y/n ", m.st.step)
+		what := fmt.Sprintf("Step %d is in flight", m.st.step)
+		if m.st.inSFT() {
+			what = "The warm start is running"
+			if m.st.haveSFT {
+				what = fmt.Sprintf("The warm start is at step %d/%d", m.st.sft.Step, m.st.sft.Steps)
+			}
+		}
+		s = " " + what + ". Stop the run and quit? y/n "
 	case m.stopCalled && !m.st.stopped:
 		s = " STOPPING: waiting for the trainer to stop (ctrl-c quits now) "
 	case m.st.stopped:
 		s = " STOPPED: q quits · ? help · tab/enter browse "
 	default:
-		s = " ? help · space pause · 1/2/3 phase · a auto · s save · r replay · tab focus · enter zoom · q quit "
+		s = " " + strings.Join(fitHints(m.hints(), m.width-2), " · ") + " "
 	}
 	return styleBar.Render(fitLine(s, m.width))
+}
+
+// hint is one key of the key bar; the lowest rank gives way first.
+type hint struct {
+	text string
+	rank int
+}
+
+func (m *Model) hints() []hint {
+	pause := "space pause"
+	if m.st.targetPaused() {
+		pause = "space resume"
+	}
+	zoom := hint{"enter zoom", 3}
+	if m.zoomed {
+		zoom = hint{"esc unzoom", 8}
+	}
+	hs := []hint{{"? help", 100}, {pause, 9}, {"1/2/3 phase", 6}, {"a auto", 4}, {"s save", 5}}
+	if !m.st.inSFT() { // nothing to replay or read before GRPO samples
+		hs = append(hs, hint{"r replay", 2}, hint{"c raw", 1})
+	}
+	return append(hs, hint{"tab focus", 7}, zoom, hint{"q quit", 100})
+}
+
+// fitHints drops the lowest-ranked hints until the rest, joined, fit in w.
+func fitHints(hs []hint, w int) []string {
+	for {
+		var texts []string
+		n, low := 0, -1
+		for i, h := range hs {
+			texts = append(texts, h.text)
+			n += ansi.StringWidth(h.text)
+			if low < 0 || h.rank < hs[low].rank {
+				low = i
+			}
+		}
+		n += 3 * max(len(hs)-1, 0)
+		if n <= w || len(hs) <= 2 {
+			return texts
+		}
+		hs = append(hs[:low:low], hs[low+1:]...)
+	}
 }

@@ -26,6 +26,14 @@ type point struct {
 	Dur  time.Duration
 }
 
+// sftPoint is one measurement of the warm start: a step's training loss, or
+// a held-out loss.
+type sftPoint struct {
+	Step    int
+	V       float64
+	Elapsed time.Duration
+}
+
 // stepGroup is every scored completion of one step, ordered by (task, index).
 type stepGroup struct {
 	Step int
@@ -145,14 +153,25 @@ type state struct {
 	inFlight bool
 	version  int
 
+	// paused is the trainer's last answer (Paused or Resumed). It answers
+	// every Pause and Resume, in order: asked counts the requests not yet
+	// answered, and wantPaused is what the newest of them asked for.
 	paused        bool
-	pendingPause  bool
-	pendingResume bool
+	asked         int
+	wantPaused    bool
 	stopRequested bool
 	stopped       bool
 	stop          event.Stopped
 	stoppedAt     time.Time // freezes the elapsed clock
 	closed        bool      // the event channel was closed
+
+	// The warm start (stage "sft"), from its SFTStep events: the training
+	// loss of each step and the held-out losses, bounded like history.
+	sft      event.SFTStep // the newest
+	haveSFT  bool
+	sftLoss  *ring[sftPoint]
+	sftHeld  *ring[sftPoint]
+	wantAuto *bool // the auto-curriculum asked for and not yet acknowledged
 
 	history  *ring[point]
 	groups   *ring[*stepGroup]
@@ -169,6 +188,8 @@ func newState(o Options, now func() time.Time) *state {
 		now:     now,
 		created: now(),
 		history: newRing[point](o.UI.History),
+		sftLoss: newRing[sftPoint](o.UI.History),
+		sftHeld: newRing[sftPoint](o.UI.History),
 		groups:  newRing[*stepGroup](o.Groups),
 		logs:    newLogStore(o.UI.LogLines),
 		events:  newRing[entry](keptEvents),
@@ -193,14 +214,83 @@ func (s *state) runState() runState {
 		return stateStopping
 	case !s.haveInfo:
 		return stateStarting
-	case s.paused && s.pendingResume:
+	case s.asked > 0 && s.wantPaused && !s.paused:
+		return statePausing
+	case s.asked > 0 && !s.wantPaused && s.paused:
 		return stateResuming
 	case s.paused:
 		return statePaused
-	case s.pendingPause:
-		return statePausing
 	}
-	return stateRunning
+	return stateRunning // a cancelled pause that has not taken hold too
+}
+
+// targetPaused is whether the run is to be paused: what the newest
+// unanswered request asked for, else what the trainer last said.
+func (s *state) targetPaused() bool {
+	if s.asked > 0 {
+		return s.wantPaused
+	}
+	return s.paused
+}
+
+// answered counts one answer to a Pause or Resume.
+func (s *state) answered(paused bool) {
+	s.paused = paused
+	s.asked = max(s.asked-1, 0)
+}
+
+// where says where a pause or resume took hold: the warm start's step
+// while in it, else the GRPO step.
+func (s *state) where(step int) string {
+	if s.inSFT() {
+		if s.haveSFT {
+			return fmt.Sprintf("the warm start at step %d/%d", s.sft.Step, s.sft.Steps)
+		}
+		return "the warm start"
+	}
+	return fmt.Sprintf("at step %d", step)
+}
+
+// inSFT is whether the run is in its warm start (stage "sft").
+func (s *state) inSFT() bool { return s.stage.Stage == "sft" }
+
+// stageWhat names a stage for the event log.
+func stageWhat(stage string) string {
+	switch stage {
+	case "sft":
+		return "(warm start on gold patches)"
+	case "grpo":
+		return "(GRPO)"
+	}
+	return ""
+}
+
+// sftRate is the warm start's steps per second over its last etaWindow
+// steps (over all of this process's steps when fewer were seen).
+func (s *state) sftRate() (float64, bool) {
+	if !s.haveSFT {
+		return 0, false
+	}
+	if n := s.sftLoss.Len(); n >= 2 {
+		a, b := s.sftLoss.At(max(0, n-1-etaWindow)), s.sftLoss.At(n-1)
+		if dt := (b.Elapsed - a.Elapsed).Seconds(); dt > 0 && b.Step > a.Step {
+			return float64(b.Step-a.Step) / dt, true
+		}
+	}
+	if done, dt := s.sft.Step-s.sft.Resumed, s.sft.Elapsed.Seconds(); done > 0 && dt > 0 {
+		return float64(done) / dt, true
+	}
+	return 0, false
+}
+
+// sftETA is the time left in the warm start.
+func (s *state) sftETA() (time.Duration, bool) {
+	rate, ok := s.sftRate()
+	if !ok || s.sft.Steps <= 0 {
+		return 0, false
+	}
+	left := max(s.sft.Steps-s.sft.Step, 0)
+	return time.Duration(float64(left) / rate * float64(time.Second)), true
 }
 
 // running is true while there is a run that Stop would end.
@@ -217,12 +307,26 @@ func (s *state) apply(ev event.Event) {
 	case event.RunInfo:
 		s.info, s.haveInfo = e, true
 		s.phase, s.auto = e.Phase, e.Auto
-		s.logf(event.Info, "run %s started: phase %s, %d steps", e.Name, e.Phase, e.MaxSteps)
+		steps := "no step limit"
+		if e.MaxSteps > 0 {
+			steps = fmt.Sprintf("%d steps", e.MaxSteps)
+		}
+		s.logf(event.Info, "run %s started: phase %s, %s", e.Name, e.Phase, steps)
 	case event.StageChanged:
 		if e.Stage != s.stage.Stage {
-			s.logf(event.Info, "stage %s %s", e.Stage, e.Detail)
+			line := strings.TrimSpace("stage " + e.Stage + " " + stageWhat(e.Stage))
+			if e.Detail != "" {
+				line += ": " + e.Detail
+			}
+			s.logf(event.Info, "%s", line)
 		}
 		s.stage = e
+	case event.SFTStep:
+		s.sft, s.haveSFT = e, true
+		s.sftLoss.Push(sftPoint{Step: e.Step, V: e.Loss, Elapsed: e.Elapsed})
+		if e.HeldoutOK {
+			s.sftHeld.Push(sftPoint{Step: e.Step, V: e.Heldout, Elapsed: e.Elapsed})
+		}
 	case event.StepStarted:
 		s.step, s.inFlight = e.Step, true
 		if e.Phase != "" {
@@ -248,14 +352,21 @@ func (s *state) apply(ev event.Event) {
 		}
 		s.logf(event.Info, "phase %s -> %s at step %d (%s) %s", e.From, e.To, e.Step, how, e.Reason)
 	case event.AutoChanged:
+		// One line per change: an acknowledgement that repeats the state
+		// (the trainer saying again what it already said) adds nothing.
+		if e.Auto != s.auto {
+			s.logf(event.Info, "auto-curriculum %s", onOff(e.Auto))
+		}
 		s.auto = e.Auto
-		s.logf(event.Info, "auto-curriculum %s", onOff(e.Auto))
+		if s.wantAuto != nil && *s.wantAuto == e.Auto {
+			s.wantAuto = nil
+		}
 	case event.Paused:
-		s.paused, s.pendingPause = true, false
-		s.logf(event.Warn, "paused at step %d", e.Step)
+		s.answered(true)
+		s.logf(event.Warn, "paused %s", s.where(e.Step))
 	case event.Resumed:
-		s.paused, s.pendingResume = false, false
-		s.logf(event.Info, "resumed at step %d", e.Step)
+		s.answered(false)
+		s.logf(event.Info, "resumed %s", s.where(e.Step))
 	case event.CheckpointSaved:
 		s.logf(event.Info, "checkpoint step %d saved to %s", e.Step, e.Path)
 	case event.Message:

@@ -2,6 +2,8 @@ package ui
 
 import (
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -105,6 +107,7 @@ func titleLine(title, info string, w int, focused bool) string {
 	if info != "" {
 		text += " · " + info
 	}
+	text = clean(text)
 	text += " "
 	n := ansi.StringWidth(text)
 	if n >= w {
@@ -122,31 +125,103 @@ func spread(left, right string, w int) string {
 	return left + strings.Repeat(" ", gap) + right
 }
 
-// clean makes untrusted text (completions, container logs) safe to draw:
-// escape sequences are dropped, tabs expanded, other control bytes shown as
-// '?', so nothing the model or a test prints can move the cursor.
+// clean makes untrusted text (completions, issue texts, container logs,
+// error messages) safe to draw: escape sequences are dropped, tabs expanded,
+// and every rune whose width a terminal may count otherwise than
+// ansi.StringWidth does is replaced, so that nothing the model or a test
+// prints can move the cursor or wrap a line and shift the screen (a
+// byte-level model samples invalid UTF-8, zero-width and combining runes,
+// emoji sequences and controls). A run of invalid bytes becomes one U+FFFD,
+// other unsafe runes '?'. What is left draws in exactly ansi.StringWidth cells, one or
+// two per rune.
 func clean(s string) string {
 	if !needsClean(s) {
 		return s
 	}
-	s = ansi.Strip(s)
+	s = ansi.Strip(strings.ToValidUTF8(s, string(utf8.RuneError)))
 	var b strings.Builder
+	b.Grow(len(s))
 	for _, r := range s {
 		switch {
+		case r == utf8.RuneError:
+			b.WriteRune(r)
 		case r == '\t':
 			b.WriteString("    ")
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			b.WriteByte('?')
-		default:
+		case safeRune(r):
 			b.WriteRune(r)
+		default:
+			b.WriteByte('?')
 		}
 	}
 	return b.String()
 }
 
+// needsClean: anything but printable ASCII goes through clean's slow path.
 func needsClean(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f || c == 0xc2 {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// safeRune reports whether r is drawn in the same cells by every terminal and
+// by ansi.StringWidth, and never joins a neighbour into one grapheme: the
+// printable letters, digits, punctuation, symbols and spaces of the blocks
+// in narrowRunes (one cell each) and wideRunes (East Asian wide text, two
+// cells). Controls, format and zero-width runes, combining marks, line
+// separators, emoji (whose width and joining differ between terminals) and
+// the scripts whose runes join into clusters are not.
+func safeRune(r rune) bool {
+	if r < 0x7f {
+		return r >= 0x20
+	}
+	if !unicode.In(r, unicode.L, unicode.N, unicode.P, unicode.S, unicode.Zs) || r == 0xad {
+		return false
+	}
+	w := 0
+	switch {
+	case inRanges(r, narrowRunes):
+		w = 1
+	case inRanges(r, wideRunes):
+		w = 2
+	default:
+		return false
+	}
+	return ansi.StringWidth(string(r)) == w
+}
+
+// narrowRunes are the blocks of one-cell text safeRune accepts: Latin,
+// Greek, Cyrillic, and the punctuation, symbols, arrows, box drawing,
+// blocks and braille that source code, logs and this console use.
+var narrowRunes = [][2]rune{
+	{0x00a0, 0x024f}, // Latin-1 supplement, Latin extended A and B
+	{0x0370, 0x03ff}, // Greek
+	{0x0400, 0x04ff}, // Cyrillic
+	{0x1e00, 0x1eff}, // Latin extended additional
+	{0x2010, 0x2027}, // general punctuation (no zero-width or bidi runes)
+	{0x2030, 0x205e},
+	{0x2070, 0x20bf}, // super- and subscripts, currency
+	{0x2100, 0x2bff}, // letterlike ... arrows, maths, box drawing, blocks, shapes, braille
+}
+
+// wideRunes are the blocks of two-cell East Asian text safeRune accepts.
+var wideRunes = [][2]rune{
+	{0x3000, 0x30ff},   // CJK punctuation, hiragana, katakana
+	{0x3130, 0x318f},   // Hangul compatibility jamo (standalone)
+	{0x3400, 0x4dbf},   // CJK extension A
+	{0x4e00, 0x9fff},   // CJK unified ideographs
+	{0xac00, 0xd7a3},   // Hangul syllables (precomposed; the jamo join)
+	{0xf900, 0xfaff},   // CJK compatibility ideographs
+	{0xff01, 0xff60},   // fullwidth forms
+	{0xffe0, 0xffe6},   // fullwidth signs
+	{0x20000, 0x3fffd}, // CJK extensions B and later
+}
+
+func inRanges(r rune, ranges [][2]rune) bool {
+	for _, g := range ranges {
+		if r >= g[0] && r <= g[1] {
 			return true
 		}
 	}
