@@ -212,7 +212,7 @@ func CheckPhase(phase string) error {
 // Default returns the built-in configuration; config.toml mirrors it.
 func Default() Config {
 	return Config{
-		Run: Run{Seed: 1, MaxSteps: 200, OutDir: "runs", SaveEvery: 25, KeepLast: 3, Resume: "auto", SFTFirst: true},
+		Run: Run{Seed: 1, MaxSteps: 1000, OutDir: "runs", SaveEvery: 25, KeepLast: 3, Resume: "auto", SFTFirst: true},
 		Data: Data{Source: "mini", Split: "train", Include: []string{}, Exclude: []string{},
 			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1},
 		Model: Model{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 1024,

@@ -96,9 +96,11 @@ func (b *Bus) Publish(ev Event) {
 		return
 	}
 	highRate := false
-	switch ev.(type) {
-	case CompletionScored, LogBatch, PoolState, StageChanged, StepStarted, SFTStep:
+	switch e := ev.(type) {
+	case CompletionScored, LogBatch, PoolState, StageChanged, StepStarted:
 		highRate = true
+	case SFTStep:
+		highRate = !e.HeldoutOK // a held-out measurement is rare and charted: keep it
 	}
 	var timer *time.Timer
 	for s := range b.subs {

@@ -97,3 +97,20 @@ func TestBusCloseWhilePublishing(t *testing.T) {
 	b.Close() // must not panic with sends in flight
 	wg.Wait()
 }
+
+func TestBusKeepsHeldoutMeasurements(t *testing.T) {
+	b := NewBus()
+	s := b.Subscribe(1)
+	b.Publish(SFTStep{Step: 1})
+	b.Publish(SFTStep{Step: 2}) // full: a plain step is dropped
+	done := make(chan struct{})
+	go func() { b.Publish(SFTStep{Step: 3, Heldout: 0.5, HeldoutOK: true}); close(done) }()
+	<-s.Events()
+	<-done
+	if ev := <-s.Events(); ev.(SFTStep).Step != 3 {
+		t.Fatalf("got %+v, want the held-out step", ev)
+	}
+	if d := s.Dropped(); d.Events != 1 {
+		t.Fatalf("dropped %+v, want the one plain step", d)
+	}
+}

@@ -90,6 +90,7 @@ func (t *Trainer) save(ctx context.Context) error {
 	if err := durable.SyncDir(root); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", final, err)
 	}
+	t.savedStep = t.st.Step
 	t.publish(event.CheckpointSaved{Step: t.st.Step, Path: final})
 	return t.prune()
 }

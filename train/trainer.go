@@ -62,6 +62,7 @@ type Trainer struct {
 	lastTrainable int          // completions trained on in the last step
 	sinks         *Sinks
 	started       time.Time
+	savedStep     int // step of the newest checkpoint this run wrote
 }
 
 // State is the trainer's resumable state; checkpoints save it.
@@ -162,11 +163,14 @@ func (t *Trainer) run(ctx context.Context) (reason string, err error) {
 	if reason, err = t.loop(ctx); err != nil {
 		return "", err
 	}
-	// The final checkpoint must not be lost to the cancelled run context.
-	saveCtx, cancelSave := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancelSave()
-	if err := t.save(saveCtx); err != nil {
-		return "", err
+	// The final checkpoint must not be lost to the cancelled run context;
+	// a step that run.save_every just saved is not saved twice.
+	if t.savedStep != t.st.Step || t.st.Step == 0 {
+		saveCtx, cancelSave := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancelSave()
+		if err := t.save(saveCtx); err != nil {
+			return "", err
+		}
 	}
 	return reason, nil
 }
