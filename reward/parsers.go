@@ -82,9 +82,24 @@ func summaryScoped(parse Parser) Parser {
 				}
 			}
 		}
+		// The harness reads every line, and published PASS_TO_PASS lists
+		// hold the pseudo-tests that gives outside the summary: pytest -v's
+		// progress column on a line of its own ("PASSED [100%]" yields
+		// "[100%]", "PASSED [ 50%]" yields "["), as in replayed output of
+		// nested runs (pytest-dev__pytest-5227). Take those as the harness
+		// does, last line winning; they are no test a patch could fail.
+		for id, st := range parse(log) {
+			if isPseudoTest(id) {
+				m[id] = st
+			}
+		}
 		return m
 	}
 }
+
+// isPseudoTest says whether a parsed id is a fragment of pytest's progress
+// column rather than a test: every real id starts with its file's path.
+func isPseudoTest(id string) bool { return strings.HasPrefix(id, "[") }
 
 // statusRank orders statuses from worst (failures) to best.
 func statusRank(s event.Status) int {
