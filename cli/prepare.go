@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,13 +18,18 @@ import (
 )
 
 // prepareOptions are `swetui prepare`'s inputs: the config, whose
-// data.source is the dataset (--dataset).
-type prepareOptions struct{ Config config.Config }
+// data.source is the dataset (--dataset) and whose [prepare] section says
+// how images are built, and --dry-run.
+type prepareOptions struct {
+	Config config.Config
+	DryRun bool
+}
 
 func newPrepareOptions(env Env, args []string) (prepareOptions, error) {
 	fs := newFlags(env, "prepare")
 	load := configFlag(fs, env)
 	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
+	dry := fs.Bool("dry-run", false, "show what would be built or pulled and what each instance's fields were derived to, touching no Docker host")
 	cfg, _, err := parseAndLoad(fs, load, args)
 	if err != nil {
 		return prepareOptions{}, err
@@ -29,106 +37,249 @@ func newPrepareOptions(env Env, args []string) (prepareOptions, error) {
 	if *dataset != "" {
 		cfg.Data.Source = *dataset
 	}
-	return prepareOptions{cfg}, nil
+	return prepareOptions{Config: cfg, DryRun: *dry}, nil
 }
 
 // prepareRun implements `swetui prepare`: make the images a dataset needs
 // present on every Docker host of sandbox.hosts. The embedded suite's image
-// (sandbox.image) is built from its build context FROM the local base image;
-// other images (official SWE-bench instance images) are pulled.
+// (sandbox.image) is built from its build context FROM the local base image,
+// and so is an image for instances of repositories that name none (from a
+// mirror in reward.repos_dir or prepare.repo_url); other images (official
+// SWE-bench instance images, SWE-smith's and SWE-Gym's image_name) are
+// pulled. Hosts after the first get what an earlier host has streamed from
+// it, unless a registry has it.
 func prepareRun(ctx context.Context, env Env, o prepareOptions) error {
 	cfg := o.Config
-	sources, err := prepareSources(ctx, cfg)
+	plan, err := planImages(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if o.DryRun {
+		printPlan(env.Stdout, cfg, plan)
+		return nil
+	}
+	var sources []sandbox.ImageSource
+	var errs []error
+	for _, im := range plan.images {
+		if im.err != nil {
+			errs = append(errs, fmt.Errorf("prepare %s: %w", im.src.Name, im.err))
+			continue
+		}
+		sources = append(sources, im.src)
 	}
 	hosts := cfg.Sandbox.Hosts
 	if len(hosts) == 0 {
 		hosts = []string{""}
 	}
-	var errs []error
+	var peers []sandbox.Docker
+	defer func() {
+		for _, p := range peers {
+			p.Close()
+		}
+	}()
 	for _, ep := range hosts {
-		if err := prepareHost(ctx, env, ep, sources); err != nil {
+		d, err := sandbox.Connect(ctx, ep)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := prepareHost(ctx, env, d, sources, peers); err != nil {
 			errs = append(errs, err)
 		}
+		peers = append(peers, d)
 	}
 	return errors.Join(errs...)
 }
 
-// prepareSources lists the images of cfg's dataset (every split, the
+// imagePlan is how prepare gets one image, and the instances that use it.
+type imagePlan struct {
+	src       sandbox.ImageSource
+	how       string             // what the dry run shows
+	repo      *sandbox.RepoImage // the image built from a repository, if so
+	instances []string
+	err       error // why it cannot be had (no mirror, ...)
+}
+
+type preparePlan struct {
+	insts  []task.Instance
+	images []*imagePlan
+}
+
+// planImages lists the images of cfg's dataset (every split, the
 // include/exclude lists honoured) and how to get each.
-func prepareSources(ctx context.Context, cfg config.Config) ([]sandbox.ImageSource, error) {
+func planImages(ctx context.Context, cfg config.Config) (preparePlan, error) {
 	sel := cfg
 	sel.Data.Split, sel.Data.TrainLimit = task.SplitAll, 0
 	insts, err := task.Load(ctx, sel)
 	if err != nil {
-		return nil, fmt.Errorf("prepare: dataset %s: %w", cfg.Data.Source, err)
+		return preparePlan{}, fmt.Errorf("prepare: dataset %s: %w", cfg.Data.Source, err)
 	}
+	plan := preparePlan{insts: insts}
 	var digest string
 	if cfg.Data.Source == task.MiniSource {
 		suite, err := task.GenerateMiniFor(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("prepare: %w", err)
+			return preparePlan{}, fmt.Errorf("prepare: %w", err)
 		}
 		digest = suite.Digest()
 	}
-	seen := map[string]bool{}
-	var sources []sandbox.ImageSource
+	base := cfg.Prepare.BaseImage
+	if base == "" {
+		base = sandbox.BaseImage
+	}
+	byName := map[string]*imagePlan{}
 	for i := range insts {
-		name := insts[i].ImageName()
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		src := sandbox.ImageSource{Name: name}
-		if name == cfg.Sandbox.Image {
-			// The embedded suite's image: built here, no registry needed.
-			src.Context = func() (io.ReadCloser, error) { return task.OpenMiniBuildContext(ctx, cfg) }
-			if digest != "" {
-				// An image of another suite (seed, size, generator) is rebuilt.
-				src.Labels = map[string]string{task.MiniDigestLabel: digest}
+		in := &insts[i]
+		name := in.ImageName()
+		im := byName[name]
+		if im == nil {
+			im = &imagePlan{src: sandbox.ImageSource{Name: name}}
+			byName[name] = im
+			plan.images = append(plan.images, im)
+			switch {
+			case name == cfg.Sandbox.Image && cfg.Data.Source == task.MiniSource:
+				// The embedded suite's image: built here, no registry needed.
+				im.src.Context = func() (io.ReadCloser, error) { return task.OpenMiniBuildContext(ctx, cfg) }
+				if digest != "" {
+					// An image of another suite (seed, size, generator) is rebuilt.
+					im.src.Labels = map[string]string{task.MiniDigestLabel: digest}
+				}
+				im.how = "build the embedded suite FROM " + sandbox.BaseImage
+			case in.BuiltImage():
+				src, err := repoSource(cfg, in.Repo)
+				im.repo = &sandbox.RepoImage{Name: name, Base: base, Source: src, Full: cfg.Prepare.History == config.HistoryFull,
+					Install: task.InstallCommands(cfg.Prepare, in.Repo), Workdir: in.WorkdirOrDefault(), Network: cfg.Prepare.Network}
+				im.err = err
+			default:
+				im.how = "pull " + sandbox.RemoteImage(name)
+			}
+			if r := cfg.Prepare.Registry; r != "" {
+				im.src.Remote = sandbox.RegistryRef(r, sandbox.RemoteImage(name))
+				im.src.PullFirst = im.src.Context != nil || im.repo != nil
+				if cfg.Prepare.Push && im.src.PullFirst {
+					im.src.Push = im.src.Remote
+				}
+				if im.repo == nil && im.src.Context == nil {
+					im.how = "pull " + im.src.Remote
+				}
 			}
 		}
-		sources = append(sources, src)
+		im.instances = append(im.instances, in.InstanceID)
+		if im.repo != nil && !slices.Contains(im.repo.Commits, in.BaseCommit) {
+			im.repo.Commits = append(im.repo.Commits, in.BaseCommit)
+		}
 	}
-	return sources, nil
-}
-
-// prepareHost makes sources present on one endpoint and reports.
-func prepareHost(ctx context.Context, env Env, endpoint string, sources []sandbox.ImageSource) error {
-	d, err := sandbox.Connect(ctx, endpoint)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	where := d.DaemonHost()
-	for _, s := range sources {
-		if s.Context == nil {
+	for _, im := range plan.images {
+		if im.repo == nil {
 			continue
 		}
-		// A build FROM the local base image cannot pull it: say how to make it.
-		missing, err := sandbox.Missing(ctx, d, []string{sandbox.BaseImage})
+		src := im.repo.ImageSource(ctx)
+		src.Remote, src.PullFirst, src.Push = im.src.Remote, im.src.PullFirst, im.src.Push
+		im.src = src
+		hist := fmt.Sprintf("%d base commit(s)", len(im.repo.Commits))
+		if im.repo.Full {
+			hist = "full history, " + hist + " checked"
+		}
+		im.how = fmt.Sprintf("build FROM %s: %s at %s (%s)", im.repo.Base, im.repo.Source, im.repo.Workdir, hist)
+		if im.src.PullFirst {
+			im.how = "pull " + im.src.Remote + " if there, else " + im.how
+		}
+		if im.src.Push != "" {
+			im.how += ", then push " + im.src.Push
+		}
+	}
+	return plan, nil
+}
+
+// repoSource is where a repository's git history comes from: a mirror in
+// reward.repos_dir (owner__name, bare or not, or owner__name.git), else
+// prepare.repo_url.
+func repoSource(cfg config.Config, repo string) (string, error) {
+	if dir := cfg.Reward.ReposDir; dir != "" {
+		for _, name := range []string{task.RepoDirName(repo), task.RepoDirName(repo) + ".git"} {
+			p := filepath.Join(dir, name)
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				return p, nil
+			}
+		}
+	}
+	if u := cfg.Prepare.RepoURL; u != "" {
+		return strings.ReplaceAll(u, "{repo}", repo), nil
+	}
+	where := "reward.repos_dir is not set"
+	if cfg.Reward.ReposDir != "" {
+		where = "not in reward.repos_dir (" + filepath.Join(cfg.Reward.ReposDir, task.RepoDirName(repo)) + ")"
+	}
+	return "", fmt.Errorf("no git source for %s: %s; put a clone (bare or not) there, or set prepare.repo_url "+
+		"(for example https://github.com/{repo}.git)", repo, where)
+}
+
+// printPlan is the dry run: each image and how it would be had, then what
+// each instance runs, with the fields swetui derived marked.
+func printPlan(w io.Writer, cfg config.Config, plan preparePlan) {
+	fmt.Fprintf(w, "dataset %s: %d instance(s), %d image(s)\n", cfg.Data.Source, len(plan.insts), len(plan.images))
+	for _, im := range plan.images {
+		fmt.Fprintf(w, "\nimage %s\n", im.src.Name)
+		if im.err != nil {
+			fmt.Fprintf(w, "  cannot be had: %v\n", im.err)
+		} else {
+			fmt.Fprintf(w, "  %s\n", im.how)
+		}
+		if im.repo != nil {
+			install := "none"
+			if len(im.repo.Install) > 0 {
+				install = strings.Join(im.repo.Install, "; ")
+			}
+			fmt.Fprintf(w, "  install: %s (network %s)\n", install, im.src.Network)
+		}
+		fmt.Fprintf(w, "  instances: %s\n", strings.Join(im.instances, ", "))
+	}
+	for i := range plan.insts {
+		in := &plan.insts[i]
+		mark := func(field string) string {
+			if slices.Contains(in.Derived, field) {
+				return "  (derived)"
+			}
+			return ""
+		}
+		cmd, err := in.TestCommand()
 		if err != nil {
-			return err
+			cmd = "none: " + err.Error()
 		}
-		if len(missing) > 0 {
-			return fmt.Errorf("prepare on %s: base image %s is missing: build it with `bash .ci/base-image.sh` (make setup does) "+
-				"on that host", where, sandbox.BaseImage)
+		fmt.Fprintf(w, "\ninstance %s (%s @ %s)\n", in.InstanceID, in.Repo, in.BaseCommit)
+		fmt.Fprintf(w, "  image       %s%s\n", in.ImageName(), mark("image"))
+		for _, line := range strings.Split(in.Setup, "\n") {
+			if line != "" {
+				fmt.Fprintf(w, "  setup       %s%s\n", line, mark("setup"))
+			}
 		}
-		break
+		fmt.Fprintf(w, "  test_cmd    %s%s\n", in.TestCmd, mark("test_cmd"))
+		fmt.Fprintf(w, "  directives  %s%s\n", strings.Join(in.TestDirectives, " "), mark("test_directives"))
+		fmt.Fprintf(w, "  runs        %s\n", cmd)
+		fmt.Fprintf(w, "  log_parser  %s%s\n", in.LogParser, mark("log_parser"))
+		fmt.Fprintf(w, "  tests       %d FAIL_TO_PASS, %d PASS_TO_PASS\n", len(in.FailToPass), len(in.PassToPass))
+	}
+}
+
+// prepareHost makes sources present on one host and reports; peers are
+// the hosts prepared before it.
+func prepareHost(ctx context.Context, env Env, d sandbox.Docker, sources []sandbox.ImageSource, peers []sandbox.Docker) error {
+	where := d.DaemonHost()
+	if err := ensureBase(ctx, env, d, sources, peers); err != nil {
+		return fmt.Errorf("prepare on %s: %w", where, err)
 	}
 	fmt.Fprintf(env.Stderr, "preparing %d image(s) on %s\n", len(sources), where)
 	pr := &progressPrinter{w: env.Stderr, tty: env.IsTerminal}
 	start := time.Now()
-	rep, err := sandbox.Prepare(ctx, d, sources, pr.update)
+	rep, err := sandbox.PrepareWith(ctx, d, sources, sandbox.PrepareOptions{Progress: pr.update, Peers: peers})
 	pr.finish()
 	took := time.Since(start).Round(time.Millisecond)
 	disk := "unknown"
 	if n, derr := sandbox.DiskUse(ctx, d); derr == nil {
 		disk = humanBytes(n)
 	}
-	fmt.Fprintf(env.Stdout, "%s: %d present, %d built, %d pulled in %s; image layers on the host: %s\n", where,
-		len(rep.Present), len(rep.Built), len(rep.Pulled), took, disk)
+	fmt.Fprintf(env.Stdout, "%s: %d present, %d built, %d pulled, %d streamed, %d pushed in %s; image layers on the host: %s\n", where,
+		len(rep.Present), len(rep.Built), len(rep.Pulled), len(rep.Streamed), len(rep.Pushed), took, disk)
 	names := make([]string, 0, len(rep.Sizes))
 	for n := range rep.Sizes {
 		names = append(names, n)
@@ -147,6 +298,52 @@ func prepareHost(ctx context.Context, env Env, endpoint string, sources []sandbo
 	return nil
 }
 
+// ensureBase makes sure the local base image is there when something will
+// be built FROM it on d: a build cannot pull it. A peer's copy is streamed;
+// otherwise the error says how to make it.
+func ensureBase(ctx context.Context, env Env, d sandbox.Docker, sources []sandbox.ImageSource, peers []sandbox.Docker) error {
+	builds := false
+	for _, s := range sources {
+		builds = builds || s.Context != nil
+	}
+	if !builds {
+		return nil
+	}
+	if missing, err := sandbox.Missing(ctx, d, []string{sandbox.BaseImage}); err != nil || len(missing) == 0 {
+		return err
+	}
+	// Only what is missing here and on every peer gets built.
+	var toBuild []string
+	for _, s := range sources {
+		if s.Context == nil {
+			continue
+		}
+		if m, err := sandbox.Missing(ctx, d, []string{s.Name}); err != nil || len(m) == 0 {
+			continue
+		}
+		onPeer := false
+		for _, p := range peers {
+			if m, err := sandbox.Missing(ctx, p, []string{s.Name}); err == nil && len(m) == 0 {
+				onPeer = true
+			}
+		}
+		if !onPeer {
+			toBuild = append(toBuild, s.Name)
+		}
+	}
+	if len(toBuild) == 0 {
+		return nil
+	}
+	for _, p := range peers {
+		if m, err := sandbox.Missing(ctx, p, []string{sandbox.BaseImage}); err == nil && len(m) == 0 {
+			fmt.Fprintf(env.Stderr, "  streaming base image %s from %s\n", sandbox.BaseImage, p.DaemonHost())
+			return sandbox.Stream(ctx, p, d, sandbox.BaseImage, nil)
+		}
+	}
+	return fmt.Errorf("base image %s is missing: build it with `bash .ci/base-image.sh` (make setup does) "+
+		"on that host", sandbox.BaseImage)
+}
+
 // progressPrinter shows build output and pull progress: on a terminal the
 // pull is one line redrawn as a bar; elsewhere a line per status change at
 // most every two seconds.
@@ -163,8 +360,8 @@ func (p *progressPrinter) update(pg sandbox.Progress) {
 	case "build":
 		p.clear()
 		fmt.Fprintf(p.w, "  build %s | %s\n", pg.Image, pg.Line)
-	case "pull":
-		msg := fmt.Sprintf("  pull %s %s %d/%d layers %s/%s", pg.Image, bar(pg.Current, pg.Total, 20),
+	case "pull", "push":
+		msg := fmt.Sprintf("  %s %s %s %d/%d layers %s/%s", pg.Phase, pg.Image, bar(pg.Current, pg.Total, 20),
 			pg.LayersDone, pg.Layers, humanBytes(pg.Current), humanBytes(pg.Total))
 		if p.tty {
 			fmt.Fprintf(p.w, "\r\x1b[K%s", msg)
@@ -176,6 +373,12 @@ func (p *progressPrinter) update(pg sandbox.Progress) {
 		}
 		p.last, p.lastMsg = time.Now(), pg.Line
 		fmt.Fprintln(p.w, msg)
+	case "stream":
+		if time.Since(p.last) < 2*time.Second {
+			return
+		}
+		p.last = time.Now()
+		fmt.Fprintf(p.w, "  stream %s %s: %s\n", pg.Image, pg.Line, humanBytes(pg.Current))
 	case "present":
 		p.clear()
 		fmt.Fprintf(p.w, "  %s present\n", pg.Image)

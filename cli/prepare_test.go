@@ -39,16 +39,20 @@ func TestPrepare(t *testing.T) {
 		}
 	}
 	inst := func(id, image string) string {
-		img := ""
+		img, repo := "", "o/r"
 		if image != "" {
 			img = `,"image":"` + image + `"`
+		} else if owner, _, ok := strings.Cut(id, "__"); ok {
+			repo = owner + "/" + owner // an official SWE-bench repository: its image is pulled
 		}
-		return `{"instance_id":"` + id + `","repo":"o/r","base_commit":"abc","problem_statement":"p","test_patch":"diff",` +
+		return `{"instance_id":"` + id + `","repo":"` + repo + `","base_commit":"abc","problem_statement":"p","test_patch":"diff",` +
 			`"FAIL_TO_PASS":["t"],"test_cmd":"pytest"` + img + "}\n"
 	}
 	dir := t.TempDir()
 	ok := filepath.Join(dir, "ok.jsonl")
 	os.WriteFile(ok, []byte(inst("o__r-1", present)+inst("o__r-2", present)), 0o644)
+	nosrc := filepath.Join(dir, "nosrc.jsonl")
+	os.WriteFile(nosrc, []byte(`{"instance_id":"acme__w-1","repo":"acme/w","base_commit":"abc","test_patch":"diff","FAIL_TO_PASS":["t"]}`+"\n"), 0o644)
 	pull := filepath.Join(dir, "pull.jsonl")
 	os.WriteFile(pull, []byte(inst("o__r-1", present)+inst("astropy__astropy-12907", "")), 0o644)
 
@@ -63,6 +67,8 @@ func TestPrepare(t *testing.T) {
 		{"pull without a registry", []string{"prepare", "--dataset", pull}, ExitFailure,
 			[]string{"1 present, 0 built, 0 pulled"},
 			[]string{"sweb.eval.x86_64.astropy__astropy-12907", "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest", "without a registry"}},
+		{"no git source", []string{"prepare", "--dataset", nosrc, "reward.repos_dir=" + dir}, ExitFailure, nil,
+			[]string{"swetui-repo/acme__w:latest", "no git source for acme/w", filepath.Join(dir, "acme__w"), "prepare.repo_url"}},
 		{"unreachable host", []string{"prepare", "--dataset", ok, `sandbox.hosts=["unix:///nonexistent/docker.sock"]`}, ExitFailure,
 			nil, []string{"unix:///nonexistent/docker.sock", "start the Docker Engine"}},
 	}

@@ -22,6 +22,7 @@ type Config struct {
 	Curriculum Curriculum `toml:"curriculum"`
 	Reward     Reward     `toml:"reward"`
 	Sandbox    Sandbox    `toml:"sandbox"`
+	Prepare    Prepare    `toml:"prepare"`
 	SFT        SFT        `toml:"sft"`
 	Watchdog   Watchdog   `toml:"watchdog"`
 	UI         UI         `toml:"ui"`
@@ -154,6 +155,29 @@ type Sandbox struct {
 	ReadOnlyRoot bool `toml:"read_only_root"`
 }
 
+// Prepare says how `swetui prepare` gets the images of a dataset whose
+// instances name none: built FROM a base image with the repository at
+// /testbed, or pulled from (and pushed to) a registry.
+type Prepare struct {
+	BaseImage string   `toml:"base_image"`
+	RepoURL   string   `toml:"repo_url"`
+	History   string   `toml:"history"`
+	ImagePer  string   `toml:"image_per"`
+	Install   []string `toml:"install"`
+	Network   string   `toml:"network"`
+	Registry  string   `toml:"registry"`
+	Push      bool     `toml:"push"`
+}
+
+// Prepare.History and Prepare.ImagePer values.
+const (
+	HistoryBase      = "base"
+	HistoryFull      = "full"
+	ImagePerAuto     = "auto"
+	ImagePerRepo     = "repo"
+	ImagePerInstance = "instance"
+)
+
 // SFT configures the supervised warm start on gold patches.
 type SFT struct {
 	Steps     int     `toml:"steps"`
@@ -230,6 +254,7 @@ func Default() Config {
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest",
 			DiskMB: 1024, TmpMB: 256, CapAdd: []string{}, ReadOnlyRoot: true},
+		Prepare:  Prepare{History: HistoryBase, ImagePer: ImagePerAuto, Install: []string{}, Network: "none"},
 		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100, SaveEvery: 50, Shipped: true},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},

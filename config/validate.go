@@ -158,6 +158,19 @@ func Validate(cfg Config) error {
 		check(!ok, fmt.Sprintf("sandbox.hosts[%d]", i), fmt.Sprintf("%q", h), "must start with unix://, tcp:// or ssh://")
 	}
 
+	pr := cfg.Prepare
+	oneOf("prepare.history", pr.History, HistoryBase, HistoryFull)
+	oneOf("prepare.image_per", pr.ImagePer, ImagePerAuto, ImagePerRepo, ImagePerInstance)
+	check(pr.Network == "", "prepare.network", `""`, `must name a network mode ("none", "default", "host")`)
+	for i, in := range pr.Install {
+		repo, cmd, ok := strings.Cut(in, ":")
+		check(!ok || strings.TrimSpace(cmd) == "" || (strings.TrimSpace(repo) != "*" && !strings.Contains(repo, "/")),
+			fmt.Sprintf("prepare.install[%d]", i), fmt.Sprintf("%q", in), `must be "owner/name: command" or "*: command"`)
+	}
+	check(pr.Push && pr.Registry == "", "prepare.push", true, "needs prepare.registry to push to")
+	check(strings.Contains(pr.Registry, "://"), "prepare.registry", fmt.Sprintf("%q", pr.Registry),
+		`must be host[:port][/prefix], without a scheme`)
+
 	positive("sft.steps", cfg.SFT.Steps)
 	positive("sft.batch_size", cfg.SFT.BatchSize)
 	check(cfg.SFT.LR <= 0, "sft.lr", cfg.SFT.LR, "must be positive")

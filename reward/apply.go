@@ -129,9 +129,7 @@ func (a *Applier) Close() error {
 }
 
 // RepoDirName is the folder name of repo ("owner/name") under ReposDir.
-func RepoDirName(repo string) string {
-	return strings.NewReplacer("/", "__", "@", "_").Replace(repo)
-}
+func RepoDirName(repo string) string { return task.RepoDirName(repo) }
 
 func (a *Applier) timeout() time.Duration {
 	if a.CommandTimeout > 0 {

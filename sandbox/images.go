@@ -62,6 +62,12 @@ type ImageSource struct {
 	// Labels the image must carry to count as present: an image built from
 	// an older context (a different digest label) is built again.
 	Labels map[string]string
+	// Network is the build's network mode ("" = none: builds are local).
+	Network string
+	// PullFirst tries Remote (a registry's copy) before building from
+	// Context; Push, when set, is the reference a built image is pushed to.
+	PullFirst bool
+	Push      string
 }
 
 // Progress is one update from Build, Pull or Prepare.
@@ -139,6 +145,10 @@ type streamMessage struct {
 // Build builds image name from a tar build context, streaming its output
 // lines to progress (which may be nil).
 func Build(ctx context.Context, d Docker, name string, buildContext io.Reader, dockerfile string, progress func(Progress)) error {
+	return buildImage(ctx, d, name, buildContext, dockerfile, "none", progress)
+}
+
+func buildImage(ctx context.Context, d Docker, name string, buildContext io.Reader, dockerfile, network string, progress func(Progress)) error {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
@@ -147,7 +157,7 @@ func Build(ctx context.Context, d Docker, name string, buildContext io.Reader, d
 		Dockerfile:  dockerfile,
 		Remove:      true,
 		ForceRemove: true,
-		NetworkMode: "none", // no registry, no network: builds are local
+		NetworkMode: network, // "none" unless install commands must download
 		Version:     build.BuilderV1,
 	})
 	if err != nil {
@@ -180,48 +190,69 @@ func Build(ctx context.Context, d Docker, name string, buildContext io.Reader, d
 }
 
 // Pull pulls remote and tags it as name, reporting per-layer progress
-// aggregated over the layers.
+// aggregated over the layers. Credentials for remote's registry come from
+// the Docker config (DOCKER_CONFIG or ~/.docker/config.json), as the docker
+// CLI reads them.
 func Pull(ctx context.Context, d Docker, remote, name string, progress func(Progress)) error {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
-	rc, err := d.ImagePull(ctx, remote, image.PullOptions{})
+	auth, err := RegistryAuth(remote)
+	if err != nil {
+		return pullError(remote, name, err)
+	}
+	rc, err := d.ImagePull(ctx, remote, image.PullOptions{RegistryAuth: auth})
 	if err != nil {
 		return pullError(remote, name, err)
 	}
 	defer rc.Close()
+	if err := followLayers(rc, name, "pull", progress); err != nil {
+		return pullError(remote, name, err)
+	}
+	if remote != name {
+		if err := d.ImageTag(ctx, remote, name); err != nil {
+			return fmt.Errorf("tag %s as %s: %w", remote, name, err)
+		}
+	}
+	return nil
+}
+
+// followLayers reads a pull or push stream to its end, reporting progress
+// summed over its layers, and returns the error the stream ends with.
+func followLayers(r io.Reader, name, phase string, progress func(Progress)) error {
 	type layer struct {
 		current, total int64
 		done           bool
 	}
 	layers := map[string]*layer{}
 	var order []string
-	dec := json.NewDecoder(rc)
+	dec := json.NewDecoder(r)
 	last := time.Time{}
 	for {
 		var m streamMessage
 		if err := dec.Decode(&m); err == io.EOF {
-			break
+			return nil
 		} else if err != nil {
-			return pullError(remote, name, fmt.Errorf("read pull output: %w", err))
+			return fmt.Errorf("read %s output: %w", phase, err)
 		}
 		if m.Error != "" {
-			return pullError(remote, name, errors.New(m.Error))
+			return errors.New(m.Error)
 		}
-		p := Progress{Image: name, Phase: "pull", Line: strings.TrimSpace(m.ID + " " + m.Status)}
-		if m.ID != "" && m.Status != "" && !strings.HasPrefix(m.Status, "Pulling from") {
+		p := Progress{Image: name, Phase: phase, Line: strings.TrimSpace(m.ID + " " + m.Status)}
+		if m.ID != "" && m.Status != "" && !strings.HasPrefix(m.Status, "Pulling from") && !strings.HasPrefix(m.Status, "The push refers to") {
 			l := layers[m.ID]
 			if l == nil {
 				l = &layer{}
 				layers[m.ID] = l
 				order = append(order, m.ID)
 			}
-			switch m.Status {
-			case "Downloading":
+			switch {
+			case m.Status == "Downloading" || m.Status == "Pushing":
 				l.current, l.total = m.ProgressDetail.Current, m.ProgressDetail.Total
-			case "Download complete", "Verifying Checksum":
+			case m.Status == "Download complete" || m.Status == "Verifying Checksum":
 				l.current = l.total
-			case "Pull complete", "Already exists":
+			case m.Status == "Pull complete" || m.Status == "Already exists" || m.Status == "Pushed" ||
+				m.Status == "Layer already exists" || strings.HasPrefix(m.Status, "Mounted from"):
 				l.current, l.done = l.total, true
 			}
 		}
@@ -234,37 +265,59 @@ func Pull(ctx context.Context, d Docker, remote, name string, progress func(Prog
 				p.LayersDone++
 			}
 		}
-		// Downloading messages come many a second; status changes always pass.
-		if m.Status != "Downloading" || time.Since(last) > 100*time.Millisecond {
+		// Byte counts come many a second; status changes always pass.
+		if (m.Status != "Downloading" && m.Status != "Pushing") || time.Since(last) > 100*time.Millisecond {
 			last = time.Now()
 			progress(p)
 		}
 	}
-	if remote != name {
-		if err := d.ImageTag(ctx, remote, name); err != nil {
-			return fmt.Errorf("tag %s as %s: %w", remote, name, err)
-		}
-	}
-	return nil
 }
 
 func pullError(remote, name string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "manifest unknown") || strings.Contains(msg, "not found") || strings.Contains(msg, "does not exist"):
+		return fmt.Errorf("pull image %s (for %s): %w; the registry does not have it: build it (swetui prepare builds "+
+			"images for instances that name none) or push it there", remote, name, err)
+	case strings.Contains(msg, "unauthorized") || strings.Contains(msg, "no basic auth credentials") || strings.Contains(msg, "authentication required"):
+		return fmt.Errorf("pull image %s (for %s): %w; log in to %s (`docker login %s`): swetui reads the credentials "+
+			"from the Docker config ($DOCKER_CONFIG or ~/.docker/config.json)", remote, name, err, registryHost(remote), registryHost(remote))
+	}
 	return fmt.Errorf("pull image %s (for %s): %w; without a registry, build it locally from a Dockerfile "+
-		"(swetui prepare does for the embedded suite) or load it with `docker load`", remote, name, err)
+		"(swetui prepare does for the embedded suite and for instances that name no image) or load it with `docker load`", remote, name, err)
 }
 
 // PrepareReport says what Prepare did.
 type PrepareReport struct {
-	Present []string         // already there
-	Built   []string         // built from a context
-	Pulled  []string         // pulled from a registry
-	Sizes   map[string]int64 // bytes of each source image afterwards (shared layers in each)
+	Present  []string         // already there
+	Built    []string         // built from a context
+	Pulled   []string         // pulled from a registry
+	Streamed []string         // copied from a peer host
+	Pushed   []string         // pushed to a registry after the build
+	Sizes    map[string]int64 // bytes of each source image afterwards (shared layers in each)
+}
+
+// PrepareOptions tune Prepare.
+type PrepareOptions struct {
+	Progress func(Progress)
+	// Peers are hosts prepared before this one: a missing image that one of
+	// them has (with the labels wanted) is streamed from it rather than
+	// built or pulled again.
+	Peers []Docker
 }
 
 // Prepare makes every image of sources present on d, building those with a
 // context and pulling the others. It goes on after a failure and returns
 // every failure at the end.
 func Prepare(ctx context.Context, d Docker, sources []ImageSource, progress func(Progress)) (PrepareReport, error) {
+	return PrepareWith(ctx, d, sources, PrepareOptions{Progress: progress})
+}
+
+// PrepareWith is Prepare with options. A missing image is, in order: pulled
+// from its registry copy (PullFirst), streamed from the first peer that
+// has it, built from its context (then pushed when Push is set), or pulled.
+func PrepareWith(ctx context.Context, d Docker, sources []ImageSource, opts PrepareOptions) (PrepareReport, error) {
+	progress := opts.Progress
 	if progress == nil {
 		progress = func(Progress) {}
 	}
@@ -276,6 +329,12 @@ func Prepare(ctx context.Context, d Docker, sources []ImageSource, progress func
 	have, err := Images(ctx, d)
 	if err != nil {
 		return rep, err
+	}
+	peerImages := make([]map[string]image.Summary, len(opts.Peers))
+	for i, p := range opts.Peers {
+		if peerImages[i], err = Images(ctx, p); err != nil {
+			return rep, err
+		}
 	}
 	var errs []error
 	done := map[string]bool{}
@@ -289,22 +348,7 @@ func Prepare(ctx context.Context, d Docker, sources []ImageSource, progress func
 			progress(Progress{Image: s.Name, Phase: "present"})
 			continue
 		}
-		var err error
-		if s.Context != nil {
-			err = buildSource(ctx, d, s, progress)
-			if err == nil {
-				rep.Built = append(rep.Built, s.Name)
-			}
-		} else {
-			remote := s.Remote
-			if remote == "" {
-				remote = RemoteImage(s.Name)
-			}
-			err = Pull(ctx, d, remote, s.Name, progress)
-			if err == nil {
-				rep.Pulled = append(rep.Pulled, s.Name)
-			}
-		}
+		err := prepareOne(ctx, d, s, opts.Peers, peerImages, &rep, progress)
 		if err != nil {
 			errs = append(errs, err)
 			progress(Progress{Image: s.Name, Phase: "failed", Line: err.Error()})
@@ -326,6 +370,61 @@ func Prepare(ctx context.Context, d Docker, sources []ImageSource, progress func
 	return rep, errors.Join(errs...)
 }
 
+// prepareOne gets one missing image onto d.
+func prepareOne(ctx context.Context, d Docker, s ImageSource, peers []Docker, peerImages []map[string]image.Summary,
+	rep *PrepareReport, progress func(Progress)) error {
+	remote := s.Remote
+	if remote == "" {
+		remote = RemoteImage(s.Name)
+	}
+	var pullErr error
+	if s.PullFirst && s.Context != nil {
+		if pullErr = Pull(ctx, d, remote, s.Name, progress); pullErr == nil && s.currentOn(ctx, d) {
+			rep.Pulled = append(rep.Pulled, s.Name)
+			return nil
+		}
+		if pullErr == nil {
+			pullErr = fmt.Errorf("the registry's %s is of other contents: building it again", remote)
+		}
+		progress(Progress{Image: s.Name, Phase: "pull", Line: "not in the registry: " + pullErr.Error()})
+	}
+	for i, p := range peers {
+		if !s.current(peerImages[i]) {
+			continue
+		}
+		if err := Stream(ctx, p, d, s.Name, progress); err != nil {
+			return err
+		}
+		rep.Streamed = append(rep.Streamed, s.Name)
+		return nil
+	}
+	if s.Context == nil {
+		if err := Pull(ctx, d, remote, s.Name, progress); err != nil {
+			return err
+		}
+		rep.Pulled = append(rep.Pulled, s.Name)
+		return nil
+	}
+	if err := buildSource(ctx, d, s, progress); err != nil {
+		return err
+	}
+	rep.Built = append(rep.Built, s.Name)
+	if s.Push == "" {
+		return nil
+	}
+	if err := Push(ctx, d, s.Name, s.Push, progress); err != nil {
+		return err
+	}
+	rep.Pushed = append(rep.Pushed, s.Push)
+	return nil
+}
+
+// currentOn says whether d has the image with the labels s wants.
+func (s ImageSource) currentOn(ctx context.Context, d Docker) bool {
+	have, err := Images(ctx, d)
+	return err == nil && s.current(have)
+}
+
 // DiskUse is the bytes all image layers on d take, shared layers once. It
 // asks the daemon for its disk use, which takes seconds on some storage
 // drivers (fuse-overlayfs).
@@ -343,7 +442,11 @@ func buildSource(ctx context.Context, d Docker, s ImageSource, progress func(Pro
 		return fmt.Errorf("build context of %s: %w", s.Name, err)
 	}
 	defer rc.Close()
-	return Build(ctx, d, s.Name, rc, s.Dockerfile, progress)
+	network := s.Network
+	if network == "" {
+		network = "none"
+	}
+	return buildImage(ctx, d, s.Name, rc, s.Dockerfile, network, progress)
 }
 
 // TarContext packs files (paths relative to the context root) into a tar

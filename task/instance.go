@@ -38,6 +38,11 @@ type Instance struct {
 	// Split is "train" or "test" where the dataset says so; otherwise the
 	// loader assigns one from a hash of the instance id (see IsTest).
 	Split string `json:"split,omitempty"`
+
+	// Derived names the fields swetui filled in rather than the dataset
+	// (test_cmd, log_parser, setup, test_directives, image), for
+	// `swetui prepare --dry-run`.
+	Derived []string `json:"-"`
 }
 
 // TestList is a list of test ids. In JSON it is either a list of strings or a
@@ -75,7 +80,6 @@ func (in *Instance) Validate() error {
 	for _, f := range []struct{ name, value string }{
 		{"repo", in.Repo},
 		{"base_commit", in.BaseCommit},
-		{"problem_statement", in.ProblemStatement},
 	} {
 		if strings.TrimSpace(f.value) == "" {
 			return fmt.Errorf("instance %s: missing field %q", in.InstanceID, f.name)

@@ -62,6 +62,7 @@ func Load(ctx context.Context, cfg config.Config) ([]Instance, error) {
 				}
 			}
 			in.ApplySpec()
+			in.applyImageDefault(cfg.Prepare)
 			return sel.offer(in, where)
 		})
 		if err != nil {

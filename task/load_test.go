@@ -386,7 +386,7 @@ func TestValidate(t *testing.T) {
 		{"valid", func(*Instance) {}, ""},
 		{"no id", func(in *Instance) { in.InstanceID = "" }, `missing field "instance_id"`},
 		{"no base commit", func(in *Instance) { in.BaseCommit = "" }, `instance a__b-1: missing field "base_commit"`},
-		{"blank issue", func(in *Instance) { in.ProblemStatement = " \n" }, `instance a__b-1: missing field "problem_statement"`},
+		{"no issue: a minimal instance", func(in *Instance) { in.ProblemStatement = "" }, ""},
 		{"no test patch", func(in *Instance) { in.TestPatch = "" }, `instance a__b-1: missing field "test_patch"`},
 		{"eval script instead", func(in *Instance) { in.TestPatch, in.EvalScript = "", "run.sh" }, ""},
 		{"no FAIL_TO_PASS", func(in *Instance) { in.FailToPass = nil }, `instance a__b-1: field "FAIL_TO_PASS" is empty`},

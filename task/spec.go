@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -140,7 +141,11 @@ func hasAnySuffix(s string, suffixes []string) bool {
 // ApplySpec fills the execution fields an instance leaves empty (test_cmd,
 // log_parser, setup, test_directives) from the spec table and its test
 // patch. It reports whether the repository was in the table; an instance
-// that carries its own test_cmd needs no entry.
+// that carries its own test_cmd needs no entry. A repository the table does
+// not know gets defaults that suit a minimal instance (instance_id, repo,
+// base_commit, patch, test_patch, FAIL_TO_PASS, PASS_TO_PASS): the base
+// commit checked out first, pytest on the files the test patch touches, the
+// parser of that command. Derived lists what was filled so.
 func (in *Instance) ApplySpec() bool {
 	s, ok := SpecFor(in.Repo, in.Version)
 	if ok {
@@ -155,11 +160,68 @@ func (in *Instance) ApplySpec() bool {
 		if in.Setup == "" && in.Image == "" {
 			in.Setup = s.Setup
 		}
+	} else {
+		if in.TestCmd == "" && in.EvalScript == "" {
+			in.TestCmd = DefaultTestCmd
+			in.derive("test_cmd")
+		}
+		if in.LogParser == "" {
+			if p, known := ParserForCommand(in.TestCmd); known {
+				in.LogParser = p
+				in.derive("log_parser")
+			}
+		}
+		// An image may hold other commits than this one (one image per
+		// repository): the evaluation starts from the base commit.
+		if in.Setup == "" && in.BaseCommit != "" {
+			in.Setup = CheckoutSetup(in.BaseCommit)
+			in.derive("setup")
+		}
 	}
 	if len(in.TestDirectives) == 0 && in.TestPatch != "" {
 		in.TestDirectives = TestDirectives(in.Repo, in.TestPatch)
+		if len(in.TestDirectives) > 0 {
+			in.derive("test_directives")
+		}
 	}
 	return ok
+}
+
+// DefaultTestCmd runs the tests of a repository the spec table does not
+// know: pytest with the harness's -rA, through the interpreter so that the
+// repository's root is importable as it is under the harness's installs.
+const DefaultTestCmd = "python3 -m pytest -rA"
+
+// CheckoutSetup is the setup that puts the repository at commit (files
+// that install commands left untracked stay); when the commit is not in the
+// image it says so and stops before the patch, an infrastructure failure to
+// the grader.
+func CheckoutSetup(commit string) string {
+	q := "'" + strings.ReplaceAll(commit, "'", `'\''`) + "'"
+	return "git -c advice.detachedHead=false checkout -q -f " + q + " || " +
+		"{ echo \"swetui: base commit " + strings.ReplaceAll(commit, "'", "") + " is not in this image (swetui prepare builds it)\"; exit 1; }"
+}
+
+// ParserForCommand names the log parser that reads a test command's output,
+// and whether the command is one it knows.
+func ParserForCommand(cmd string) (string, bool) {
+	switch {
+	case strings.Contains(cmd, "runtests.py"):
+		return ParserDjango, true
+	case strings.Contains(cmd, "bin/test"):
+		return ParserSympy, true
+	case strings.Contains(cmd, "unittest"):
+		return ParserUnittest, true
+	case strings.Contains(cmd, "pytest"), strings.Contains(cmd, "py.test"), strings.Contains(cmd, "tox"):
+		return ParserPytest, true
+	}
+	return "", false
+}
+
+func (in *Instance) derive(field string) {
+	if !slices.Contains(in.Derived, field) {
+		in.Derived = append(in.Derived, field)
+	}
 }
 
 // TestCommand is the full command that runs the instance's tests: test_cmd

@@ -132,10 +132,51 @@ func heredoc(s, open, close string) string {
 	return s
 }
 
-func TestTestCommandNeedsCmd(t *testing.T) {
-	in := Instance{InstanceID: "acme__w-1", Repo: "acme/w"}
+// TestApplySpecDefaults checks what a minimal instance of a repository the
+// spec table does not know gets, and that the dataset's own fields win.
+func TestApplySpecDefaults(t *testing.T) {
+	testPatch := "diff --git a/tests/test_w.py b/tests/test_w.py\n--- a/tests/test_w.py\n+++ b/tests/test_w.py\n@@ -1 +1 @@\n-a\n+b\n"
+	tests := []struct {
+		name               string
+		in                 Instance
+		cmd, parser, setup string
+		derived            []string
+	}{
+		{"minimal", Instance{InstanceID: "acme__w-1", Repo: "acme/w", BaseCommit: "0123abc", TestPatch: testPatch},
+			"python3 -m pytest -rA tests/test_w.py", ParserPytest, "checkout -q -f '0123abc'", []string{"test_cmd", "log_parser", "setup", "test_directives"}},
+		{"own command", Instance{InstanceID: "acme__w-2", Repo: "acme/w", BaseCommit: "0123abc", TestPatch: testPatch,
+			TestCmd: "python3 -m unittest -v", TestDirectives: []string{"tests.test_w"}, Setup: "true"},
+			"python3 -m unittest -v tests.test_w", ParserUnittest, "true", []string{"log_parser"}},
+		{"known repository", Instance{InstanceID: "psf__requests-1", Repo: "psf/requests", BaseCommit: "0123abc", TestPatch: testPatch},
+			"pytest -rA tests/test_w.py", ParserPytestOptions, "conda activate testbed", []string{"test_directives"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in
+			in.ApplySpec()
+			cmd, err := in.TestCommand()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cmd != tt.cmd || in.LogParser != tt.parser || !strings.Contains(in.Setup, tt.setup) || !reflect.DeepEqual(in.Derived, tt.derived) {
+				t.Errorf("cmd %q parser %q setup %q derived %q; want %q %q %q %q", cmd, in.LogParser, in.Setup, in.Derived,
+					tt.cmd, tt.parser, tt.setup, tt.derived)
+			}
+		})
+	}
+	// An instance with an eval script of its own and no command gets none.
+	in := Instance{InstanceID: "acme__w-3", Repo: "acme/w", EvalScript: "run.sh"}
 	in.ApplySpec()
-	if _, err := in.TestCommand(); err == nil || !strings.Contains(err.Error(), "acme__w-1") {
+	if _, err := in.TestCommand(); err == nil || !strings.Contains(err.Error(), "acme__w-3") {
 		t.Fatalf("error %v, want one naming the instance", err)
+	}
+}
+
+func TestParserForCommand(t *testing.T) {
+	for cmd, want := range map[string]string{"pytest -rA": ParserPytest, "python -m pytest": ParserPytest, "tox -e py -- -rA": ParserPytest,
+		"python3 -m unittest -v": ParserUnittest, "./tests/runtests.py --verbosity 2": ParserDjango, "bin/test -C": ParserSympy, "make check": ""} {
+		if got, ok := ParserForCommand(cmd); got != want || ok != (want != "") {
+			t.Errorf("ParserForCommand(%q) = %q, %v; want %q", cmd, got, ok, want)
+		}
 	}
 }
