@@ -29,7 +29,9 @@ func dockerName(s string) string {
 
 // RepoImageName is the image swetui builds for the instances of a
 // repository that share one: swetui-repo/<owner>__<name>.
-func RepoImageName(repo string) string { return "swetui-repo/" + dockerName(RepoDirName(repo)) + ":latest" }
+func RepoImageName(repo string) string {
+	return "swetui-repo/" + dockerName(RepoDirName(repo)) + ":latest"
+}
 
 // InstanceImageName is the image swetui builds for one instance, under the
 // official SWE-bench name.
