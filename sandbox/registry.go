@@ -187,7 +187,8 @@ func Push(ctx context.Context, d Docker, name, remote string, progress func(Prog
 	}
 	defer rc.Close()
 	if err := followLayers(rc, name, "push", progress); err != nil {
-		if strings.Contains(err.Error(), "authentication required") || strings.Contains(err.Error(), "unauthorized") {
+		if msg := err.Error(); strings.Contains(msg, "authentication required") || strings.Contains(msg, "unauthorized") ||
+			strings.Contains(msg, "no basic auth credentials") {
 			return fmt.Errorf("push %s: %w; log in with `docker login %s` (swetui reads the Docker config)", remote, err, registryHost(remote))
 		}
 		return fmt.Errorf("push %s: %w", remote, err)
