@@ -204,6 +204,12 @@ func (r *Runner) discard(id string) time.Duration {
 // fail records err: a cancellation when ctx ended, else an infrastructure
 // failure.
 func (r *Runner) fail(ctx context.Context, res *Result, err error) {
+	// The loss of the host is an infrastructure failure: the pool retries
+	// the evaluation on another host.
+	if lost := hostLost(ctx); lost != nil {
+		res.Infra = lost
+		return
+	}
 	if ctx.Err() != nil {
 		res.Canceled = true
 		return
@@ -407,6 +413,9 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 			why = "timeout"
 		case <-ctx.Done():
 			why = "canceled"
+			if hostLost(ctx) != nil {
+				why = "lost"
+			}
 		case <-logs.full:
 			why = "truncated"
 		case <-logs.panicC:
@@ -417,6 +426,9 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 		killMu.Lock()
 		cause = why
 		killMu.Unlock()
+		if why == "lost" {
+			return // nothing to kill there; its reaper removes the container when it is back
+		}
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 		defer cancel()
 		// The container may have gone meanwhile.
@@ -459,6 +471,8 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 		res.TimedOut, res.ExitCode = true, killedStatus
 	case "canceled":
 		res.Canceled = true
+	case "lost":
+		res.Infra = hostLost(ctx)
 	case "truncated":
 		res.Truncated, res.ExitCode = true, killedStatus
 	case "disk":
@@ -511,8 +525,18 @@ func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, o
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
 	var exitedAt time.Time
+	doneC := ctx.Done()
 	for {
 		select {
+		case <-doneC:
+			// A lost host sends nothing more: stop reading it. Otherwise the
+			// watcher's kill ends the process, and with it the stream.
+			if lost := hostLost(ctx); lost != nil {
+				att.Close()
+				<-copied
+				return -1, lost
+			}
+			doneC = nil
 		case <-copied:
 			// The stream ends as the process does; the daemon may take a
 			// moment more to record its status.

@@ -31,7 +31,13 @@ type Options struct {
 	Retries   int           // retries after an infrastructure failure
 	Backoff   time.Duration // first retry's delay, doubling (default 1s)
 	HostRetry time.Duration // how long a failing host stays out (default 30s)
-	RunID     string        // labels containers; "" draws one
+	// Hosts that are up are pinged every HealthEvery (default 5s); one that
+	// does not answer within HealthTimeout (default 5s) is taken out and the
+	// evaluations there are retried elsewhere: a host whose link is cut
+	// sends no error, its streams just stop.
+	HealthEvery   time.Duration
+	HealthTimeout time.Duration
+	RunID         string // labels containers; "" draws one
 	// Dial opens an endpoint (default Connect); tests substitute a fake.
 	Dial func(ctx context.Context, endpoint string) (Docker, error)
 	// Events receives the pool's log batches, its state when it changes
@@ -102,6 +108,42 @@ type host struct {
 	// daemon was away), removed again as soon as it answers.
 	live      map[string]bool
 	leftovers map[string]bool
+	checking  bool // a health ping is out
+	// lost ends, with an ErrHostDown cause, when the host is taken out; the
+	// evaluations there end with it. A new one is made when it comes back.
+	lost context.Context
+	lose context.CancelCauseFunc
+}
+
+// ErrHostDown marks an evaluation cut off by the loss of its Docker host:
+// an infrastructure failure, retried on another host.
+var ErrHostDown = errors.New("docker host lost")
+
+// newLife gives h a fresh lost context; the caller holds p.mu or owns h.
+func (h *host) newLife() {
+	h.lost, h.lose = context.WithCancelCause(context.Background())
+}
+
+// onHost returns ctx ended also when h is lost (with its cause), and the
+// function that releases it.
+func (p *Pool) onHost(ctx context.Context, h *host) (context.Context, func()) {
+	p.mu.Lock()
+	lost := h.lost
+	p.mu.Unlock()
+	c, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(lost, func() { cancel(context.Cause(lost)) })
+	return c, func() { stop(); cancel(context.Canceled) }
+}
+
+// hostLost is the ErrHostDown cause that ended ctx, or nil.
+func hostLost(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrHostDown) {
+		return cause
+	}
+	return nil
 }
 
 type job struct {
@@ -127,6 +169,12 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 	}
 	if opts.HostRetry <= 0 {
 		opts.HostRetry = 30 * time.Second
+	}
+	if opts.HealthEvery <= 0 {
+		opts.HealthEvery = 5 * time.Second
+	}
+	if opts.HealthTimeout <= 0 {
+		opts.HealthTimeout = pingTimeout
 	}
 	if opts.Dial == nil {
 		opts.Dial = func(ctx context.Context, ep string) (Docker, error) { return Connect(ctx, ep) }
@@ -186,6 +234,7 @@ func (p *Pool) attach(h *host, d Docker) {
 	}
 	h.docker, h.up, h.since = d, true, time.Now()
 	h.live, h.leftovers = map[string]bool{}, map[string]bool{}
+	h.newLife()
 	h.runner = &Runner{Docker: d, Endpoint: name, RunID: p.opts.RunID, Limits: p.opts.Limits,
 		removeAsync: p.removeLater(h)}
 }
@@ -427,7 +476,12 @@ func (p *Pool) prepareOne(j *job) *prepared {
 	if pj.err != nil {
 		return pj
 	}
-	pj.id, pj.err = pj.h.runner.create(ctx, j.spec, &pj.d)
+	hctx, release := p.onHost(ctx, pj.h)
+	pj.id, pj.err = pj.h.runner.create(hctx, j.spec, &pj.d)
+	if lost := hostLost(hctx); lost != nil && pj.err != nil {
+		pj.err = lost
+	}
+	release()
 	p.track(pj)
 	if pj.err != nil && pj.id != "" {
 		pj.h.runner.removeAsync(pj.id)
@@ -561,7 +615,12 @@ func (p *Pool) attempt(ctx context.Context, wid int, spec Spec) Result {
 	pj := &prepared{j: &job{spec: spec}}
 	pj.h, pj.err = p.pickHost(ctx)
 	if pj.err == nil {
-		pj.id, pj.err = pj.h.runner.create(ctx, spec, &pj.d)
+		hctx, release := p.onHost(ctx, pj.h)
+		pj.id, pj.err = pj.h.runner.create(hctx, spec, &pj.d)
+		if lost := hostLost(hctx); lost != nil && pj.err != nil {
+			pj.err = lost
+		}
+		release()
 		p.track(pj)
 	}
 	return p.runPrepared(ctx, wid, pj)
@@ -600,10 +659,12 @@ func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) Result {
 		},
 	}
 	res := Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: h.runner.Endpoint, ExitCode: -1, Durations: pj.d}
-	res = h.runner.finish(ctx, spec, pj.id, pj.err, res, lines.write, hooks)
+	hctx, release := p.onHost(ctx, h)
+	res = h.runner.finish(hctx, spec, pj.id, pj.err, res, lines.write, hooks)
+	release()
 	pj.id, pj.h = "", nil
 	lines.flush()
-	if res.Infra != nil && retryable(res.Infra) {
+	if res.Infra != nil && retryable(res.Infra) && !errors.Is(res.Infra, ErrHostDown) {
 		p.checkHost(h, res.Infra)
 	}
 	return res
@@ -657,10 +718,11 @@ const StateEvery = 500 * time.Millisecond
 // publishes the pool's state when it has changed.
 func (p *Pool) monitor() {
 	defer p.running.Done()
-	every := min(max(p.opts.HostRetry/4, 10*time.Millisecond), StateEvery)
+	every := min(max(min(p.opts.HostRetry, p.opts.HealthEvery)/4, 10*time.Millisecond), StateEvery)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	published, queued, lastPublish := -1, -1, time.Time{}
+	lastHealth := time.Now()
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -671,6 +733,16 @@ func (p *Pool) monitor() {
 			for _, h := range p.hosts {
 				if !h.up && !now.Before(h.retryAt) {
 					due = append(due, h)
+				}
+			}
+			if now.Sub(lastHealth) >= p.opts.HealthEvery {
+				lastHealth = now
+				for _, h := range p.hosts {
+					if h.up && !h.checking {
+						h.checking = true
+						p.running.Add(1)
+						go p.health(h)
+					}
 				}
 			}
 			var st *event.PoolState
@@ -712,7 +784,7 @@ func (p *Pool) revive(h *host) {
 		d, err = p.opts.Dial(ctx, h.endpoint)
 		cancel()
 	} else {
-		err = ping(p.ctx, d, h.endpoint)
+		err = pingWithin(p.ctx, d, h.endpoint, p.opts.HealthTimeout)
 	}
 	p.mu.Lock()
 	if err != nil {
@@ -725,6 +797,7 @@ func (p *Pool) revive(h *host) {
 		p.attach(h, d)
 	} else {
 		h.up, h.since = true, time.Now()
+		h.newLife()
 	}
 	p.version++
 	close(p.changed)
@@ -752,20 +825,38 @@ func (p *Pool) revive(h *host) {
 	}()
 }
 
+// health pings an up host and takes it out when it does not answer.
+func (p *Pool) health(h *host) {
+	defer p.running.Done()
+	err := pingWithin(p.ctx, h.docker, h.endpoint, p.opts.HealthTimeout)
+	p.mu.Lock()
+	h.checking = false
+	p.mu.Unlock()
+	if err != nil && p.ctx.Err() == nil {
+		p.takeOut(h, err)
+	}
+}
+
 // checkHost takes h out when it no longer answers after an infrastructure
 // failure there, so the retry goes elsewhere.
 func (p *Pool) checkHost(h *host, cause error) {
-	if err := ping(p.ctx, h.docker, h.endpoint); err == nil {
+	if err := pingWithin(p.ctx, h.docker, h.endpoint, p.opts.HealthTimeout); err == nil {
 		return
 	}
+	p.takeOut(h, cause)
+}
+
+// takeOut marks h down for HostRetry and ends the evaluations there.
+func (p *Pool) takeOut(h *host, cause error) {
 	p.mu.Lock()
 	wasUp := h.up
 	h.up, h.err, h.retryAt = false, cause, time.Now().Add(p.opts.HostRetry)
+	name := h.name()
 	if wasUp {
 		h.since = time.Now()
+		h.lose(fmt.Errorf("%w: %s: %v", ErrHostDown, name, cause))
 	}
 	p.version++
-	name := h.name()
 	p.mu.Unlock()
 	if wasUp {
 		p.opts.Events.Publish(event.Message{Level: event.Warn, Time: time.Now(),
