@@ -369,7 +369,8 @@ func TestTwoRealHosts(t *testing.T) {
 		return s
 	}
 
-	// Throughput: the harness's evaluation of a gold patch, two workers a host.
+	// Throughput: the harness's evaluation of a gold patch; one host with as
+	// many workers as two tells the second host's share from the workers'.
 	n := 12
 	if s := os.Getenv("SWETUI_HOSTS_EVALS"); s != "" {
 		if n, err = strconv.Atoi(s); err != nil {
@@ -377,10 +378,11 @@ func TestTwoRealHosts(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name  string
-		hosts []string
-	}{{"one host", both[:1]}, {"two hosts", both}} {
-		p := newPool(tc.hosts, 2*len(tc.hosts), newRecorder(0))
+		name    string
+		hosts   []string
+		workers int
+	}{{"one host", both[:1], 2}, {"one host", both[:1], 4}, {"two hosts", both, 4}} {
+		p := newPool(tc.hosts, tc.workers, newRecorder(0))
 		start := time.Now()
 		res := runEvals(t, p, n, harness)
 		took := time.Since(start)
@@ -391,7 +393,7 @@ func TestTwoRealHosts(t *testing.T) {
 			}
 			used[r.Host]++
 		}
-		t.Logf("throughput, %s (%d workers): %d evaluations in %s = %.2f/s; by host %v", tc.name, 2*len(tc.hosts), n,
+		t.Logf("throughput, %s, %d workers: %d evaluations in %s = %.2f/s; by host %v", tc.name, tc.workers, n,
 			took.Round(time.Millisecond), float64(n)/took.Seconds(), used)
 		if len(used) != len(tc.hosts) {
 			t.Errorf("%s: hosts used %v", tc.name, used)
