@@ -41,6 +41,7 @@ type fakeDocker struct {
 	name      string
 	images    map[string]bool
 	down      atomic.Bool
+	silent    atomic.Bool  // pings go unanswered, streams stay open: a cut link
 	createErr atomic.Int32 // fail this many creates as a lost daemon would
 	removeErr atomic.Int32 // and this many removals
 
@@ -109,9 +110,16 @@ func (f *fakeDocker) check() error {
 	return nil
 }
 
-func (f *fakeDocker) Ping(ctx context.Context) (types.Ping, error) { return types.Ping{}, f.check() }
-func (f *fakeDocker) DaemonHost() string                           { return f.name }
-func (f *fakeDocker) Close() error                                 { return nil }
+func (f *fakeDocker) Ping(ctx context.Context) (types.Ping, error) {
+	if f.silent.Load() {
+		<-ctx.Done()
+		return types.Ping{}, ctx.Err()
+	}
+	return types.Ping{}, f.check()
+}
+
+func (f *fakeDocker) DaemonHost() string { return f.name }
+func (f *fakeDocker) Close() error       { return nil }
 
 func (f *fakeDocker) ContainerCreate(ctx context.Context, cfg *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
 	if err := f.check(); err != nil {

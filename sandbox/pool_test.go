@@ -209,6 +209,39 @@ func TestPoolOutageLeavesNoContainer(t *testing.T) {
 	}
 }
 
+// TestPoolSilentHostFailsOver: a host whose link is cut sends no error
+// (pings go unanswered, the evaluation's stream stays open); the health
+// check takes it out and the evaluation is retried on the other host, long
+// before its timeout. When it answers again it is used again.
+func TestPoolSilentHostFailsOver(t *testing.T) {
+	a, b := newFake("a", fakeImage), newFake("b", fakeImage)
+	rec := newRecorder(8)
+	p := fakePool(t, Options{Workers: 1, Retries: 2, HostRetry: 50 * time.Millisecond, HealthEvery: 20 * time.Millisecond,
+		HealthTimeout: 50 * time.Millisecond, Events: rec}, a, b)
+	ch, err := p.Submit(context.Background(), fspec("e", "print running\nsleep 300ms\nprint done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-rec.logs // running on a
+	a.silent.Store(true)
+	start := time.Now()
+	res := <-ch
+	if res.Infra != nil || res.Attempts != 2 || res.Host != "b" || res.Log != "running\ndone\n" {
+		t.Fatalf("%+v", res)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("failover took %s", took)
+	}
+	if s := p.State(); s.Hosts[0].Up || !strings.Contains(s.Hosts[0].Err, "deadline") {
+		t.Errorf("hosts %+v, want a down for its unanswered ping", s.Hosts)
+	}
+	a.silent.Store(false)
+	waitFor(t, "a to be back", func() bool { return p.State().Hosts[0].Up })
+	if res, _ := p.Run(context.Background(), fspec("f", "exit 0")); res.Host != "a" || res.Infra != nil {
+		t.Errorf("after recovery ran on %s: %v", res.Host, res.Infra)
+	}
+}
+
 // TestPoolAllHostsLost: with every host gone, attempts fail as
 // infrastructure failures after a bounded wait instead of hanging the run.
 func TestPoolAllHostsLost(t *testing.T) {
