@@ -192,15 +192,13 @@ func planImages(ctx context.Context, cfg config.Config) (preparePlan, error) {
 }
 
 // repoSource is where a repository's git history comes from: a mirror in
-// reward.repos_dir (owner__name, bare or not, or owner__name.git), else
-// prepare.repo_url.
+// reward.repos_dir (owner__name, bare or not, as the apply checks read it),
+// else prepare.repo_url.
 func repoSource(cfg config.Config, repo string) (string, error) {
 	if dir := cfg.Reward.ReposDir; dir != "" {
-		for _, name := range []string{task.RepoDirName(repo), task.RepoDirName(repo) + ".git"} {
-			p := filepath.Join(dir, name)
-			if st, err := os.Stat(p); err == nil && st.IsDir() {
-				return p, nil
-			}
+		p := filepath.Join(dir, task.RepoDirName(repo))
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p, nil
 		}
 	}
 	if u := cfg.Prepare.RepoURL; u != "" {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -86,6 +87,57 @@ func TestPrepare(t *testing.T) {
 			for _, w := range tc.stderr {
 				if !strings.Contains(stderr, w) {
 					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestPrepareDryRun shows the plan for a minimal dataset without a Docker
+// host: what each image is built from, the registry's part, and the fields
+// derived for each instance.
+func TestPrepareDryRun(t *testing.T) {
+	reposDir := t.TempDir()
+	insts := byotDataset(t, reposDir, "dry")
+	var lines []string
+	for _, in := range insts {
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, string(b))
+	}
+	dataset := filepath.Join(t.TempDir(), "tasks.jsonl")
+	if err := os.WriteFile(dataset, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calcMirror := filepath.Join(reposDir, "dry__calc")
+	tests := []struct {
+		name      string
+		overrides []string
+		want      []string
+	}{
+		{"defaults", nil, []string{"3 instance(s), 2 image(s)", "image swetui-repo/dry__calc:latest",
+			"build FROM swetui/base:bookworm: " + calcMirror + " at /testbed (2 base commit(s))", "instances: dry__calc-1, dry__calc-2",
+			"image swetui-repo/dry__strs:latest", "directives  tests/test_calc.py  (derived)", "image       swetui-repo/dry__calc:latest  (derived)"}},
+		{"registry and push", []string{"prepare.registry=127.0.0.1:5000/swe", "prepare.push=true"}, []string{
+			"pull 127.0.0.1:5000/swe/swetui-repo/dry__calc:latest if there, else build FROM",
+			"then push 127.0.0.1:5000/swe/swetui-repo/dry__calc:latest"}},
+		{"an image per instance, full history", []string{"prepare.image_per=instance", "prepare.history=full"}, []string{
+			"3 instance(s), 3 image(s)", "image sweb.eval.x86_64.dry__calc-1:latest", "full history, 1 base commit(s) checked"}},
+		{"a URL for what the mirrors lack", []string{"reward.repos_dir=" + t.TempDir(), "prepare.repo_url=https://git.example.com/{repo}.git"},
+			[]string{"build FROM swetui/base:bookworm: https://git.example.com/dry/calc.git at /testbed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"prepare", "--dry-run", "--dataset", dataset, "reward.repos_dir=" + reposDir, `sandbox.hosts=["unix:///nonexistent.sock"]`}, tt.overrides...)
+			code, stdout, stderr := runCLI(t, args...)
+			if code != ExitOK {
+				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("dry run lacks %q:\n%s", w, stdout)
 				}
 			}
 		})
