@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
@@ -144,6 +145,39 @@ func byotDataset(t *testing.T, reposDir, owner string) []minimalInstance {
 	return []minimalInstance{inst1, inst2, inst3}
 }
 
+// writeDataset writes instances as a .jsonl dataset and returns its path.
+func writeDataset(t *testing.T, insts []minimalInstance) string {
+	t.Helper()
+	var lines []string
+	for _, in := range insts {
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, string(b))
+	}
+	path := filepath.Join(t.TempDir(), "tasks.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// localDocker connects to the local engine, skipping the test when it does
+// not answer; the client closes when the test ends.
+func localDocker(ctx context.Context, t *testing.T) *client.Client {
+	t.Helper()
+	d, err := sandbox.Connect(ctx, "")
+	if errors.Is(err, sandbox.ErrUnreachable) {
+		t.Skipf("Docker Engine unreachable: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 // TestBringYourOwnTasks is the issue's acceptance path: a dataset of only
 // the minimal fields, from generated repositories whose mirrors are on disk
 // and of which no image exists, goes through `swetui prepare` and then
@@ -155,14 +189,7 @@ func TestBringYourOwnTasks(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	d, err := sandbox.Connect(ctx, "")
-	if errors.Is(err, sandbox.ErrUnreachable) {
-		t.Skipf("Docker Engine unreachable: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := localDocker(ctx, t)
 	if m, err := sandbox.Missing(ctx, d, []string{sandbox.BaseImage}); err != nil || len(m) > 0 {
 		t.Fatalf("base image %s missing (make setup builds it): %v", sandbox.BaseImage, err)
 	}
@@ -170,18 +197,7 @@ func TestBringYourOwnTasks(t *testing.T) {
 	reposDir := t.TempDir()
 	insts := byotDataset(t, reposDir, owner)
 	dir := t.TempDir()
-	dataset := filepath.Join(dir, "tasks.jsonl")
-	var lines []string
-	for _, in := range insts {
-		b, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, string(b))
-	}
-	if err := os.WriteFile(dataset, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dataset := writeDataset(t, insts)
 	// The strs repository installs something, so auto gives it an image per
 	// instance; calc shares one image between its two instances.
 	overrides := []string{"reward.repos_dir=" + reposDir, fmt.Sprintf(`prepare.install=["%s/strs: python3 -m compileall -q ."]`, owner)}

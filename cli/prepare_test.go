@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,14 +18,7 @@ import (
 func TestPrepare(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	d, err := sandbox.Connect(ctx, "")
-	if errors.Is(err, sandbox.ErrUnreachable) {
-		t.Skipf("Docker Engine unreachable: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := localDocker(ctx, t)
 	const present = "swetui/prepare-test:1"
 	missing, err := sandbox.Missing(ctx, d, []string{present})
 	if err != nil {
@@ -98,19 +89,7 @@ func TestPrepare(t *testing.T) {
 // derived for each instance.
 func TestPrepareDryRun(t *testing.T) {
 	reposDir := t.TempDir()
-	insts := byotDataset(t, reposDir, "dry")
-	var lines []string
-	for _, in := range insts {
-		b, err := json.Marshal(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, string(b))
-	}
-	dataset := filepath.Join(t.TempDir(), "tasks.jsonl")
-	if err := os.WriteFile(dataset, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dataset := writeDataset(t, byotDataset(t, reposDir, "dry"))
 	calcMirror := filepath.Join(reposDir, "dry__calc")
 	tests := []struct {
 		name      string
