@@ -206,6 +206,24 @@ func (h *netHost) teardown(t *testing.T) {
 			t.Logf("teardown: unmount %s: %v", m, err)
 		}
 	}
+	// The daemon's cgroup parent, one folder per controller, empty by now.
+	if dirs, err := filepath.Glob("/sys/fs/cgroup/*/" + h.ns); err == nil {
+		for _, d := range dirs {
+			var sub []string
+			_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
+				if err == nil && de.IsDir() {
+					sub = append(sub, p)
+				}
+				return nil
+			})
+			for i := len(sub) - 1; i >= 0; i-- { // deepest first
+				_ = os.Remove(sub[i])
+			}
+		}
+	}
+	if dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + h.ns); len(dirs) > 0 {
+		t.Logf("teardown: cgroups left: %v", dirs)
+	}
 	_ = run(t, "ip", "link", "del", h.link)
 	if err := run(t, "ip", "netns", "del", h.ns); err != nil {
 		t.Logf("teardown: %v", err)
