@@ -429,11 +429,22 @@ func (s ImageSource) currentOn(ctx context.Context, d Docker) bool {
 // asks the daemon for its disk use, which takes seconds on some storage
 // drivers (fuse-overlayfs).
 func DiskUse(ctx context.Context, d Docker) (int64, error) {
-	du, err := d.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ImageObject}})
-	if err != nil {
-		return 0, fmt.Errorf("disk use on %s: %w", d.DaemonHost(), err)
+	// The daemon runs one disk-use operation at a time and refuses a second
+	// (other processes ask too): wait for the one under way.
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		du, err := d.DiskUsage(ctx, types.DiskUsageOptions{Types: []types.DiskUsageObject{types.ImageObject}})
+		if err == nil {
+			return du.LayersSize, nil
+		}
+		if !strings.Contains(err.Error(), "already running") || wait > 10*time.Second {
+			return 0, fmt.Errorf("disk use on %s: %w", d.DaemonHost(), err)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return 0, fmt.Errorf("disk use on %s: %w", d.DaemonHost(), ctx.Err())
+		}
 	}
-	return du.LayersSize, nil
 }
 
 func buildSource(ctx context.Context, d Docker, s ImageSource, progress func(Progress)) error {
