@@ -246,6 +246,9 @@ func printPlan(w io.Writer, cfg config.Config, plan preparePlan) {
 		}
 		fmt.Fprintf(w, "\ninstance %s (%s @ %s)\n", in.InstanceID, in.Repo, in.BaseCommit)
 		fmt.Fprintf(w, "  image       %s%s\n", in.ImageName(), mark("image"))
+		if in.CheckoutBase {
+			fmt.Fprintf(w, "  checkout    %s before the patch%s\n", in.BaseCommit, mark("checkout"))
+		}
 		for _, line := range strings.Split(in.Setup, "\n") {
 			if line != "" {
 				fmt.Fprintf(w, "  setup       %s%s\n", line, mark("setup"))

@@ -77,6 +77,9 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 		BaseCommit:     in.BaseCommit,
 		ModelPatchPath: sandbox.ModelPatchPath,
 	}
+	if in.CheckoutBase {
+		ss.Checkout = in.BaseCommit
+	}
 	if in.Setup != "" {
 		ss.Setup = strings.Split(in.Setup, "\n")
 	}

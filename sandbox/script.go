@@ -145,6 +145,11 @@ type ScriptSpec struct {
 	TestPatchPath  string
 	ModelPatchPath string
 	Setup          []string // shell commands run before the tests (environment activation, ...)
+	// Checkout, when set, is checked out (forced) before the model patch:
+	// an image may hold the repository at another commit (one image for a
+	// repository's instances). A commit the image lacks stops the script
+	// as a missing workdir does: an infrastructure failure.
+	Checkout string
 	TestCmd        string   // the test runner's command line; "" runs no tests
 	Nonce          string   // "" draws a new one
 }
@@ -183,6 +188,10 @@ func EvalScript(s ScriptSpec) Scripts {
 	w("exec 2>&1 </dev/null # one ordered stream")
 	w("%s", gitEnv)
 	w("cd %s || { echo 'workdir %s missing'; exit %d; }", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
+	if s.Checkout != "" {
+		w("git -c advice.detachedHead=false checkout -q -f %s || { echo %s; exit %d; }", shq(s.Checkout),
+			shq("swetui: commit "+s.Checkout+" is not in this image (swetui prepare builds images that hold it)"), ExitWorkdirMissing)
+	}
 	w("")
 	w("# Undo what a failed attempt wrote to the files the patch names.")
 	w("revert_touched() {")

@@ -268,3 +268,45 @@ func TestProtectedTwins(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalScriptChecksOutBase: with Checkout set, the script starts from
+// that commit whatever the image's work tree holds (one image for several
+// base commits), and a commit the image lacks stops it before the patch.
+func TestEvalScriptChecksOutBase(t *testing.T) {
+	gold := diffOf(t, repoFiles, map[string]string{"calc.py": goldCalc})
+	testPatch := diffOf(t, repoFiles, map[string]string{"test.sh": testPatched})
+	tests := []struct {
+		name     string
+		checkout func(base string) string
+		exit     int
+		method   string
+	}{
+		{"base checked out, the gold patch applies", func(base string) string { return base }, 0, ApplyGit},
+		{"no checkout: the later commit's tree refuses the patch", func(string) string { return "" }, ExitPatchFailed, ApplyFailed},
+		{"a commit the image lacks", func(string) string { return "0123456789abcdef0123456789abcdef01234567" }, ExitWorkdirMissing, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, base := gitRepo(t, repoFiles)
+			// The image's tree is at a later commit that rewrote calc.py.
+			os.WriteFile(filepath.Join(dir, "calc.py"), []byte("def add(a, b):\n    raise NotImplementedError\n"), 0o644)
+			git(t, dir, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", "later")
+			aux := t.TempDir()
+			mp, tp := filepath.Join(aux, "model.patch"), filepath.Join(aux, "test.patch")
+			os.WriteFile(mp, []byte(gold), 0o644)
+			os.WriteFile(tp, []byte(testPatch), 0o644)
+			sc := EvalScript(ScriptSpec{Workdir: dir, BaseCommit: base, Checkout: tt.checkout(base), TestFiles: []string{"test.sh"},
+				TestPatchPath: tp, ModelPatchPath: mp, TestCmd: "sh test.sh"})
+			out, exit := runOnHost(t, sc)
+			if exit != tt.exit {
+				t.Errorf("exit %d, want %d\n%s", exit, tt.exit, out)
+			}
+			if o := ParseOutput(string(out), sc.Nonce); o.ApplyMethod != tt.method {
+				t.Errorf("apply method %q, want %q\n%s", o.ApplyMethod, tt.method, out)
+			}
+			if tt.exit == ExitWorkdirMissing && !strings.Contains(string(out), "is not in this image") {
+				t.Errorf("no word of the missing commit:\n%s", out)
+			}
+		})
+	}
+}

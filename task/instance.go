@@ -39,8 +39,11 @@ type Instance struct {
 	// loader assigns one from a hash of the instance id (see IsTest).
 	Split string `json:"split,omitempty"`
 
-	// Derived names the fields swetui filled in rather than the dataset
-	// (test_cmd, log_parser, setup, test_directives, image), for
+	// CheckoutBase: the evaluation checks out BaseCommit before the model
+	// patch (the image may hold the repository at another commit).
+	CheckoutBase bool `json:"-"`
+	// Derived names what swetui filled in rather than the dataset
+	// (test_cmd, log_parser, checkout, test_directives, image), for
 	// `swetui prepare --dry-run`.
 	Derived []string `json:"-"`
 }

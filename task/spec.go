@@ -144,7 +144,7 @@ func hasAnySuffix(s string, suffixes []string) bool {
 // that carries its own test_cmd needs no entry. A repository the table does
 // not know gets defaults that suit a minimal instance (instance_id, repo,
 // base_commit, patch, test_patch, FAIL_TO_PASS, PASS_TO_PASS): the base
-// commit checked out first, pytest on the files the test patch touches, the
+// commit checked out before the patch, pytest on the files the test patch touches, the
 // parser of that command. Derived lists what was filled so.
 func (in *Instance) ApplySpec() bool {
 	s, ok := SpecFor(in.Repo, in.Version)
@@ -173,9 +173,9 @@ func (in *Instance) ApplySpec() bool {
 		}
 		// An image may hold other commits than this one (one image per
 		// repository): the evaluation starts from the base commit.
-		if in.Setup == "" && in.BaseCommit != "" {
-			in.Setup = CheckoutSetup(in.BaseCommit)
-			in.derive("setup")
+		if in.BaseCommit != "" {
+			in.CheckoutBase = true
+			in.derive("checkout")
 		}
 	}
 	if len(in.TestDirectives) == 0 && in.TestPatch != "" {
@@ -191,16 +191,6 @@ func (in *Instance) ApplySpec() bool {
 // know: pytest with the harness's -rA, through the interpreter so that the
 // repository's root is importable as it is under the harness's installs.
 const DefaultTestCmd = "python3 -m pytest -rA"
-
-// CheckoutSetup is the setup that puts the repository at commit (files
-// that install commands left untracked stay); when the commit is not in the
-// image it says so and stops before the patch, an infrastructure failure to
-// the grader.
-func CheckoutSetup(commit string) string {
-	q := "'" + strings.ReplaceAll(commit, "'", `'\''`) + "'"
-	return "git -c advice.detachedHead=false checkout -q -f " + q + " || " +
-		"{ echo \"swetui: base commit " + strings.ReplaceAll(commit, "'", "") + " is not in this image (swetui prepare builds it)\"; exit 1; }"
-}
 
 // ParserForCommand names the log parser that reads a test command's output,
 // and whether the command is one it knows.

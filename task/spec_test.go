@@ -137,18 +137,20 @@ func heredoc(s, open, close string) string {
 func TestApplySpecDefaults(t *testing.T) {
 	testPatch := "diff --git a/tests/test_w.py b/tests/test_w.py\n--- a/tests/test_w.py\n+++ b/tests/test_w.py\n@@ -1 +1 @@\n-a\n+b\n"
 	tests := []struct {
-		name               string
-		in                 Instance
-		cmd, parser, setup string
-		derived            []string
+		name        string
+		in          Instance
+		cmd, parser string
+		setup       string
+		checkout    bool
+		derived     []string
 	}{
 		{"minimal", Instance{InstanceID: "acme__w-1", Repo: "acme/w", BaseCommit: "0123abc", TestPatch: testPatch},
-			"python3 -m pytest -rA tests/test_w.py", ParserPytest, "checkout -q -f '0123abc'", []string{"test_cmd", "log_parser", "setup", "test_directives"}},
+			"python3 -m pytest -rA tests/test_w.py", ParserPytest, "", true, []string{"test_cmd", "log_parser", "checkout", "test_directives"}},
 		{"own command", Instance{InstanceID: "acme__w-2", Repo: "acme/w", BaseCommit: "0123abc", TestPatch: testPatch,
 			TestCmd: "python3 -m unittest -v", TestDirectives: []string{"tests.test_w"}, Setup: "true"},
-			"python3 -m unittest -v tests.test_w", ParserUnittest, "true", []string{"log_parser"}},
+			"python3 -m unittest -v tests.test_w", ParserUnittest, "true", true, []string{"log_parser", "checkout"}},
 		{"known repository", Instance{InstanceID: "psf__requests-1", Repo: "psf/requests", BaseCommit: "0123abc", TestPatch: testPatch},
-			"pytest -rA tests/test_w.py", ParserPytestOptions, "conda activate testbed", []string{"test_directives"}},
+			"pytest -rA tests/test_w.py", ParserPytestOptions, "conda activate testbed", false, []string{"test_directives"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,9 +160,10 @@ func TestApplySpecDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cmd != tt.cmd || in.LogParser != tt.parser || !strings.Contains(in.Setup, tt.setup) || !reflect.DeepEqual(in.Derived, tt.derived) {
-				t.Errorf("cmd %q parser %q setup %q derived %q; want %q %q %q %q", cmd, in.LogParser, in.Setup, in.Derived,
-					tt.cmd, tt.parser, tt.setup, tt.derived)
+			if cmd != tt.cmd || in.LogParser != tt.parser || !strings.Contains(in.Setup, tt.setup) || in.CheckoutBase != tt.checkout ||
+				!reflect.DeepEqual(in.Derived, tt.derived) {
+				t.Errorf("cmd %q parser %q setup %q checkout %v derived %q; want %q %q %q %v %q", cmd, in.LogParser, in.Setup,
+					in.CheckoutBase, in.Derived, tt.cmd, tt.parser, tt.setup, tt.checkout, tt.derived)
 			}
 		})
 	}
