@@ -150,8 +150,8 @@ type ScriptSpec struct {
 	// repository's instances). A commit the image lacks stops the script
 	// as a missing workdir does: an infrastructure failure.
 	Checkout string
-	TestCmd        string   // the test runner's command line; "" runs no tests
-	Nonce          string   // "" draws a new one
+	TestCmd  string // the test runner's command line; "" runs no tests
+	Nonce    string // "" draws a new one
 }
 
 // Scripts are an evaluation's two processes: Prepare, a bash script (copy
