@@ -145,13 +145,14 @@ type ScriptSpec struct {
 	TestPatchPath  string
 	ModelPatchPath string
 	Setup          []string // shell commands run before the tests (environment activation, ...)
+	TestCmd        string   // the test runner's command line; "" runs no tests
+	Nonce          string   // "" draws a new one
+
 	// Checkout, when set, is checked out (forced) before the model patch:
 	// an image may hold the repository at another commit (one image for a
 	// repository's instances). A commit the image lacks stops the script
 	// as a missing workdir does: an infrastructure failure.
 	Checkout string
-	TestCmd  string // the test runner's command line; "" runs no tests
-	Nonce    string // "" draws a new one
 }
 
 // Scripts are an evaluation's two processes: Prepare, a bash script (copy
