@@ -486,16 +486,29 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 	}
 }
 
+// untilLost bounds a call that outlives the caller's cancellation (the
+// container is killed, then its status read) but not the loss of its host,
+// over which it would wait for the whole bound.
+func untilLost(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	stop := context.AfterFunc(ctx, func() {
+		if hostLost(ctx) != nil {
+			cancel()
+		}
+	})
+	return c, func() { stop(); cancel() }
+}
+
 // step runs cmd in the container as a process the daemon starts, copies its
 // output to out and returns its exit status, as the daemon saw it. It ends
 // when the process does (or the container is killed); output that processes
 // it left behind still write gets a moment, then the stream is closed.
 func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, out io.Writer) (int, error) {
-	apiCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+	apiCtx, cancel := untilLost(ctx, apiTimeout)
 	defer cancel()
 	// Each status call gets its own bound: the process may run far longer.
 	inspect := func(id string) (container.ExecInspect, error) {
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+		ictx, cancel := untilLost(ctx, apiTimeout)
 		defer cancel()
 		return r.Docker.ContainerExecInspect(ictx, id)
 	}

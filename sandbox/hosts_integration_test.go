@@ -384,6 +384,7 @@ func TestTwoRealHosts(t *testing.T) {
 	gold := diffOf(t, pyRepo, map[string]string{"calc.py": goldCalc})
 	harness := func(int) Spec {
 		s, _ := evalSpec(t, gold)
+		s.User = "swetui" // the repository's owner: root has no capability to write it
 		return s
 	}
 
