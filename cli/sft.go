@@ -37,7 +37,7 @@ func newSFTOptions(env Env, args []string) (sftOptions, error) {
 // checkpoint GRPO starts from (sft.out, default <run.out_dir>/sft).
 func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	cfg := o.Config
-	cfg.SFT.Shipped = false // this command trains one
+	cfg.SFT.Shipped = false  // this command trains one
 	commit := gitCommit(ctx) // the code this run is built from, not what the tree holds when it ends
 	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
 		return fmt.Errorf("sft: %w", err)
