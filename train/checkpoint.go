@@ -1,6 +1,7 @@
 package train
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/swetui/swetui/config"
@@ -37,7 +39,27 @@ const (
 
 func (t *Trainer) checkpointRoot() string { return filepath.Join(t.cfg.Run.OutDir, checkpointsDir) }
 
+// save writes a checkpoint of the current step. When the disk is full it
+// removes the older checkpoints (all but the newest), says so, and tries
+// once more: a run that can still save its newest state beats one that
+// keeps old ones and can save nothing.
 func (t *Trainer) save(ctx context.Context) error {
+	err := t.saveOnce(ctx)
+	if err == nil || !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	steps, lerr := listCheckpoints(t.checkpointRoot())
+	if lerr != nil || len(steps) <= 1 {
+		return err
+	}
+	for _, old := range steps[:len(steps)-1] {
+		os.RemoveAll(old)
+	}
+	t.warn(event.Warn, fmt.Sprintf("disk full while saving step %d: removed %d older checkpoints to make room, kept %s", t.st.Step, len(steps)-1, steps[len(steps)-1]))
+	return t.saveOnce(ctx)
+}
+
+func (t *Trainer) saveOnce(ctx context.Context) error {
 	if t.d.Store == nil {
 		return nil
 	}
@@ -143,35 +165,67 @@ func LatestCheckpoint(outDir string) (string, error) {
 	return steps[len(steps)-1], nil
 }
 
-// resume restores a checkpoint as run.resume says and reports whether it did.
+// resume restores a checkpoint as run.resume says and reports whether it
+// did. With auto, a damaged newest checkpoint (a file unreadable, torn or
+// missing) gives way to the newest intact one, with a warning naming what
+// was wrong; a checkpoint that does not match the config is an error.
 func (t *Trainer) resume(ctx context.Context) (bool, error) {
 	if t.d.Store == nil {
 		return false, nil
 	}
-	dir := t.cfg.Run.Resume
-	switch dir {
+	switch dir := t.cfg.Run.Resume; dir {
 	case "never":
 		return false, nil
 	case "auto":
-		latest, err := LatestCheckpoint(t.cfg.Run.OutDir)
-		if err != nil || latest == "" {
+		steps, err := listCheckpoints(t.checkpointRoot())
+		if err != nil || len(steps) == 0 {
 			return false, err
 		}
-		dir = latest
+		for i := len(steps) - 1; i >= 0; i-- {
+			err := t.restore(ctx, steps[i])
+			var damaged *damagedError
+			switch {
+			case err == nil:
+				return true, nil
+			case !errors.As(err, &damaged):
+				return false, err
+			case i > 0:
+				t.warn(event.Warn, fmt.Sprintf("checkpoint %s is damaged (%v); resuming from %s instead", steps[i], damaged.err, steps[i-1]))
+			default:
+				return false, fmt.Errorf("resume: every checkpoint is damaged; the oldest: %w (set run.resume=never to start afresh)", err)
+			}
+		}
+		return false, nil
+	default:
+		return true, t.restore(ctx, dir)
 	}
+}
+
+// damagedError marks a checkpoint that cannot be read as written (as
+// opposed to one that does not fit the config).
+type damagedError struct {
+	dir string
+	err error
+}
+
+func (e *damagedError) Error() string { return fmt.Sprintf("checkpoint %s: %v", e.dir, e.err) }
+func (e *damagedError) Unwrap() error { return e.err }
+
+// restore loads the checkpoint in dir into the trainer and the policy.
+func (t *Trainer) restore(ctx context.Context, dir string) error {
 	if err := CheckCompatible(dir, t.cfg); err != nil {
-		return false, err
+		return err
 	}
 	data, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
-		return false, fmt.Errorf("resume: %w", err)
+		return &damagedError{dir, err}
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return false, fmt.Errorf("resume %s: %s: %w", dir, stateFile, err)
+		return &damagedError{dir, fmt.Errorf("%s: %w", stateFile, err)}
 	}
 	if err := t.d.Store.Load(ctx, dir); err != nil {
-		return false, fmt.Errorf("resume %s: %w", dir, err)
+		return &damagedError{dir, err}
 	}
 	cur := t.st.Curriculum
 	t.st = st
@@ -180,19 +234,24 @@ func (t *Trainer) resume(ctx context.Context) (bool, error) {
 	t.st.Curriculum.ApplyToDocker, t.st.Curriculum.StepBackBelow = cur.ApplyToDocker, cur.StepBackBelow
 	t.st.Curriculum.DockerOK = cur.DockerOK
 	t.warn(event.Info, fmt.Sprintf("resumed from %s at step %d (phase %s)", dir, st.Step, st.Curriculum.Phase))
-	return true, nil
+	return nil
 }
 
 // CheckCompatible refuses a checkpoint whose model or data order differs
 // from cfg, naming the first field that differs.
 func CheckCompatible(dir string, cfg config.Config) error {
-	data, err := os.ReadFile(filepath.Join(dir, configFile))
+	path := filepath.Join(dir, configFile)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", dir, err)
+		return &damagedError{dir, err}
 	}
-	saved, err := config.Load(filepath.Join(dir, configFile), data, nil)
+	if len(bytes.TrimSpace(data)) == 0 {
+		// Empty, it would read as the defaults and be compared as such.
+		return &damagedError{dir, fmt.Errorf("%s is empty", path)}
+	}
+	saved, err := config.Load(path, data, nil)
 	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", dir, err)
+		return &damagedError{dir, err}
 	}
 	type field struct {
 		key         string
@@ -202,15 +261,16 @@ func CheckCompatible(dir string, cfg config.Config) error {
 	sv, hv := reflect.ValueOf(saved.Model), reflect.ValueOf(cfg.Model)
 	for i := 0; i < sv.NumField(); i++ {
 		tag, _, _ := strings.Cut(sv.Type().Field(i).Tag.Get("toml"), ",")
-		if tag == "init_ckpt" || tag == "tokenizer" {
-			continue // where the weights came from, not what they are
+		switch tag {
+		case "init_ckpt", "tokenizer", "device", "cuda_libs":
+			continue // where the weights came from or run, not what they are
 		}
 		fields = append(fields, field{"model." + tag, sv.Field(i).Interface(), hv.Field(i).Interface()})
 	}
 	for _, f := range fields {
 		if !reflect.DeepEqual(f.saved, f.here) {
-			return fmt.Errorf("checkpoint %s does not match this config: %s is %v there and %v here (set run.resume=never to start afresh)",
-				dir, f.key, f.saved, f.here)
+			return fmt.Errorf("checkpoint %s does not match this config: its %s says %s = %v, this run has %v (set run.resume=never to start afresh)",
+				dir, configFile, f.key, f.saved, f.here)
 		}
 	}
 	return nil

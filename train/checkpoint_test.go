@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/swetui/swetui/event"
 )
 
 func readLines(t *testing.T, path string) []string {
@@ -123,7 +127,112 @@ func TestMismatchedCheckpointIsRefused(t *testing.T) {
 	tr = newTestTrainer(cfg, newBandit(6, 0.5, 3), rewardOf3)
 	drain(tr)
 	err := tr.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "model.d_model is 128 there and 64 here") {
+	if err == nil || !strings.Contains(err.Error(), "its config.toml says model.d_model = 128, this run has 64") {
 		t.Fatalf("want a refusal naming model.d_model, got %v", err)
+	}
+}
+
+// damageTests are the ways a checkpoint is found damaged: each must make an
+// auto resume fall back to the checkpoint before it, naming what was wrong.
+var damageTests = []struct {
+	name, file string
+	damage     func(path string) error
+	why        string
+}{
+	{"empty config.toml", configFile, func(p string) error { return os.WriteFile(p, nil, 0o644) }, "config.toml is empty"},
+	{"torn state.json", stateFile, func(p string) error { return os.WriteFile(p, []byte(`{"step": 3, "ep`), 0o644) }, "state.json"},
+	{"missing config.toml", configFile, os.Remove, "no such file"},
+}
+
+func TestDamagedNewestCheckpointFallsBack(t *testing.T) {
+	for _, tt := range damageTests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, "run.max_steps=2", "run.save_every=1")
+			tr := newTestTrainer(cfg, newBandit(6, 0.5, 3), rewardOf3)
+			drain(tr)
+			if err := tr.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			newest, _ := LatestCheckpoint(cfg.Run.OutDir)
+			if err := tt.damage(filepath.Join(newest, tt.file)); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Run.MaxSteps = 3
+			tr = newTestTrainer(cfg, newBandit(6, 0.5, 3), rewardOf3)
+			evs := drain(tr)
+			if err := tr.Run(context.Background()); err != nil {
+				t.Fatalf("resume with a damaged newest checkpoint: %v", err)
+			}
+			st, msgs := lastStopped(<-evs)
+			var warned, resumed bool
+			for _, m := range msgs {
+				warned = warned || (m.Level == event.Warn && strings.Contains(m.Text, "is damaged") && strings.Contains(m.Text, tt.why))
+				resumed = resumed || strings.Contains(m.Text, "resumed from") && strings.Contains(m.Text, "step-00000001 at step 1")
+			}
+			if !warned || !resumed || st.Step != 3 {
+				t.Fatalf("warned %v, resumed from step 1 %v, stopped at %d; messages %v", warned, resumed, st.Step, msgs)
+			}
+		})
+	}
+}
+
+func TestCheckpointWithoutSamplerRNGIsDamaged(t *testing.T) {
+	cfg := testConfig(t, "run.max_steps=1", "sample.max_new_tokens=4", "model.context=64")
+	p, tok := tinyModelPolicy(t, 3, 1e-3)
+	tr := New(cfg, Deps{Policy: p, Tokenizer: tok, Scorer: shareOfA, Prompter: staticPrompter{}, Tasks: fakeTasks(3), Store: p})
+	drain(tr)
+	if err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	latest, _ := LatestCheckpoint(cfg.Run.OutDir)
+	rng := filepath.Join(latest, "policy", "extra", "sampler_rng")
+	if _, err := os.Stat(rng); err != nil {
+		t.Fatalf("the checkpoint has no %s to remove: %v", rng, err)
+	}
+	os.Remove(rng)
+	q, _ := tinyModelPolicy(t, 3, 1e-3)
+	if err := q.Load(context.Background(), latest); err == nil || !strings.Contains(err.Error(), "sampler_rng") {
+		t.Fatalf("a checkpoint without its sampler RNG loaded: %v", err)
+	}
+}
+
+// fullDiskStore fails its first Save with ENOSPC, as a full disk would.
+type fullDiskStore struct {
+	Store
+	fails int
+}
+
+func (f *fullDiskStore) Save(ctx context.Context, dir string) error {
+	if f.fails > 0 {
+		f.fails--
+		return fmt.Errorf("write weights: %w", syscall.ENOSPC)
+	}
+	return f.Store.Save(ctx, dir)
+}
+
+func TestFullDiskPrunesOlderCheckpointsAndSays(t *testing.T) {
+	cfg := testConfig(t, "run.max_steps=3", "run.save_every=1", "run.keep_last=3")
+	pol := newBandit(6, 0.5, 3)
+	tr := newTestTrainer(cfg, pol, rewardOf3)
+	drain(tr)
+	if err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Run.MaxSteps = 4
+	store := &fullDiskStore{Store: pol, fails: 1}
+	tr = New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Scorer: rewardOf3, Prompter: staticPrompter{},
+		Tasks: fakeTasks(5), Store: store})
+	evs := drain(tr)
+	if err := tr.Run(context.Background()); err != nil {
+		t.Fatalf("a full disk that pruning relieved failed the run: %v", err)
+	}
+	_, msgs := lastStopped(<-evs)
+	said := false
+	for _, m := range msgs {
+		said = said || strings.Contains(m.Text, "disk full while saving step 4: removed 2 older checkpoints")
+	}
+	steps, _ := listCheckpoints(filepath.Join(cfg.Run.OutDir, checkpointsDir))
+	if !said || len(steps) != 2 || filepath.Base(steps[1]) != "step-00000004" {
+		t.Fatalf("said %v, checkpoints %v; messages %v", said, steps, msgs)
 	}
 }

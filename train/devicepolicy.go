@@ -101,10 +101,12 @@ func (d *DevicePolicy) Load(ctx context.Context, dir string) error {
 	if err := d.P.Load(ck.Model, ck.Optim); err != nil {
 		return fmt.Errorf("load policy: %w", err)
 	}
-	if rng, ok := ck.Extra["sampler_rng"]; ok {
-		if err := d.P.SetRNGState(rng); err != nil {
-			return fmt.Errorf("load policy: sampler rng: %w", err)
-		}
+	rng, ok := ck.Extra["sampler_rng"]
+	if !ok {
+		return fmt.Errorf("load policy: %s has no sampler_rng", filepath.Join(dir, "policy"))
+	}
+	if err := d.P.SetRNGState(rng); err != nil {
+		return fmt.Errorf("load policy: sampler rng: %w", err)
 	}
 	if d.Ref != nil {
 		ref, err := model.Load(filepath.Join(dir, "reference"), &cfg)

@@ -243,13 +243,17 @@ func (p *ModelPolicy) Load(ctx context.Context, dir string) error {
 	if ck.Optim != nil {
 		p.Optim = ck.Optim
 	}
-	if rng, ok := ck.Extra["sampler_rng"]; ok {
-		p.rngMu.Lock()
-		err := p.pcg.UnmarshalBinary(rng)
-		p.rngMu.Unlock()
-		if err != nil {
-			return fmt.Errorf("load policy: sampler rng: %w", err)
-		}
+	rng, ok := ck.Extra["sampler_rng"]
+	if !ok {
+		// Without it a resumed run would not draw what the uninterrupted
+		// one drew: the checkpoint is incomplete.
+		return fmt.Errorf("load policy: %s has no sampler_rng", filepath.Join(dir, "policy"))
+	}
+	p.rngMu.Lock()
+	err = p.pcg.UnmarshalBinary(rng)
+	p.rngMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("load policy: sampler rng: %w", err)
 	}
 	p.refreshSnapshot()
 	if p.Ref != nil {
