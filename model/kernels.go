@@ -2,11 +2,10 @@ package model
 
 import (
 	"math"
-	"runtime"
-	"sync"
 
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/swetui/swetui/internal/par"
 	"github.com/swetui/swetui/internal/sgemm"
 	"github.com/swetui/swetui/internal/vec"
 )
@@ -45,49 +44,13 @@ func gemm1(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []fl
 	sblas1.Sgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// parallelFor runs fn over [0,n) split into contiguous chunks, one per core.
-func parallelFor(n int, fn func(lo, hi int)) {
-	w := runtime.GOMAXPROCS(0)
-	if w > n {
-		w = n
-	}
-	if w <= 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + w - 1) / w
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-}
+// parallelFor runs fn over [0, n) in one contiguous chunk per core.
+func parallelFor(n int, fn func(lo, hi int)) { par.For(n, fn) }
 
 // parallelChunks runs an elementwise fn over [0,n) in one chunk per core
-// (multiples of 8 floats) when n is large enough to pay for the split.
-func parallelChunks(n int, fn func(lo, hi int)) {
-	w := runtime.GOMAXPROCS(0)
-	if w < 2 || n < 1<<14 {
-		fn(0, n)
-		return
-	}
-	chunk := ((n+w-1)/w + 7) &^ 7
-	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
-}
+// (multiples of 8 floats, the vector kernels' width) when n is large enough
+// to pay for the split.
+func parallelChunks(n int, fn func(lo, hi int)) { par.Chunks(n, 8, 1<<14, fn) }
 
 // rmsInv returns 1/sqrt(mean(x²)+eps) for one row.
 func rmsInv(x []float32, eps float64) float32 {

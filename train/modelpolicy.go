@@ -2,12 +2,12 @@ package train
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
 
+	"github.com/swetui/swetui/internal/snapshot"
 	"github.com/swetui/swetui/model"
 )
 
@@ -31,19 +31,8 @@ type ModelPolicy struct {
 	pcg   *rand.PCG
 	rng   *rand.Rand
 
-	// Snapshots for SampleSnapshot: the newest copy and free ones to reuse.
-	// A copy still being sampled from when a newer one is published is
-	// recycled by its last user, so there are at most three.
-	snapMu sync.Mutex
-	snap   *weightSnapshot
-	spares []*weightSnapshot
-}
-
-// weightSnapshot is a copy of the policy's weights at one version.
-type weightSnapshot struct {
-	m       *model.Model
-	version int
-	users   int
+	// snaps are the weight copies SampleSnapshot draws from.
+	snaps snapshot.Set[*model.Model]
 }
 
 // NewModelPolicy wraps m; sampling stops at the chat template's end-of-turn
@@ -72,56 +61,31 @@ func (p *ModelPolicy) StartSnapshots() {
 	}
 }
 
-func (p *ModelPolicy) snapshotsStarted() bool {
-	p.snapMu.Lock()
-	defer p.snapMu.Unlock()
-	return p.snap != nil
-}
+func (p *ModelPolicy) snapshotsStarted() bool { return p.snaps.Started() }
 
 // SampleSnapshot implements SnapshotSampler.
 func (p *ModelPolicy) SampleSnapshot(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, int, error) {
-	p.snapMu.Lock()
-	s := p.snap
-	if s == nil {
-		p.snapMu.Unlock()
-		return nil, 0, errors.New("sample: StartSnapshots was not called")
+	m, version, release, err := p.snaps.Acquire()
+	if err != nil {
+		return nil, 0, err
 	}
-	s.users++
-	p.snapMu.Unlock()
-	defer func() {
-		p.snapMu.Lock()
-		s.users--
-		if s != p.snap && s.users == 0 {
-			p.spares = append(p.spares, s)
-		}
-		p.snapMu.Unlock()
-	}()
-	out, err := p.sampleFrom(ctx, s.m, prompt, n, o)
-	return out, s.version, err
+	defer release()
+	out, err := p.sampleFrom(ctx, m, prompt, n, o)
+	return out, version, err
 }
 
 // publishSnapshot copies the weights into a free snapshot and makes it the
 // newest. Only the goroutine that updates the weights calls it.
 func (p *ModelPolicy) publishSnapshot() {
-	p.snapMu.Lock()
-	var s *weightSnapshot
-	if k := len(p.spares); k > 0 {
-		s, p.spares = p.spares[k-1], p.spares[:k-1]
-	}
-	p.snapMu.Unlock()
-	if s == nil {
-		s = &weightSnapshot{m: p.Model.Clone()}
-	} else if err := s.m.CopyWeightsFrom(p.Model); err != nil {
+	err := p.snaps.Publish(p.Version(), func(spare *model.Model, ok bool) (*model.Model, error) {
+		if !ok {
+			return p.Model.Clone(), nil
+		}
+		return spare, spare.CopyWeightsFrom(p.Model)
+	})
+	if err != nil {
 		panic(err) // cloned from this model: a mismatch is a wiring bug
 	}
-	s.version = p.Version()
-	p.snapMu.Lock()
-	old := p.snap
-	p.snap = s
-	if old != nil && old.users == 0 {
-		p.spares = append(p.spares, old)
-	}
-	p.snapMu.Unlock()
 }
 
 func (p *ModelPolicy) sampleFrom(ctx context.Context, m *model.Model, prompt []int, n int, o SampleOptions) ([]Sample, error) {

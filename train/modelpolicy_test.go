@@ -176,25 +176,25 @@ func TestSnapshotSamplingFollowsTheSteps(t *testing.T) {
 func TestSnapshotInUseIsNotOverwritten(t *testing.T) {
 	p, tok := tinyModelPolicy(t, 5, 1e-2)
 	p.StartSnapshots()
-	p.snapMu.Lock()
-	held := p.snap
-	held.users++
-	p.snapMu.Unlock()
-	before := slices.Clone(held.m.Weights())
+	held, v, release, err := p.snaps.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := slices.Clone(held.Weights())
 	stepOnce(t, p, tok)
 	stepOnce(t, p, tok)
-	if !slices.Equal(held.m.Weights(), before) || held.version != 0 {
+	if !slices.Equal(held.Weights(), before) || v != 0 {
 		t.Fatal("a snapshot in use was overwritten by an update")
 	}
-	if p.snap.version != 2 || !slices.Equal(p.snap.m.Weights(), p.Model.Weights()) {
-		t.Fatalf("newest snapshot is version %d, want 2 with the live weights", p.snap.version)
+	newest, nv, releaseNewest, _ := p.snaps.Acquire()
+	if nv != 2 || !slices.Equal(newest.Weights(), p.Model.Weights()) {
+		t.Fatalf("newest snapshot is version %d, want 2 with the live weights", nv)
 	}
-	p.snapMu.Lock()
-	held.users--
-	p.snapMu.Unlock()
+	releaseNewest()
+	release()
 	stepOnce(t, p, tok) // publishes into a spare
 	stepOnce(t, p, tok)
-	if n := len(p.spares) + 1; n > 3 {
+	if n := len(p.snaps.Drain()); n > 3 {
 		t.Fatalf("%d snapshots after four updates, want at most 3", n)
 	}
 }

@@ -3,11 +3,10 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
 	"unsafe"
 
+	"github.com/swetui/swetui/internal/par"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -606,20 +605,4 @@ func (*CPU) SumSquares(out, x Tensor, n int) {
 }
 
 // parallelFor runs fn over [0, n) in one contiguous chunk per core.
-func parallelFor(n int, fn func(lo, hi int)) {
-	w := min(runtime.GOMAXPROCS(0), n)
-	if w <= 1 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	chunk := (n + w - 1) / w
-	for lo := 0; lo < n; lo += chunk {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, min(lo+chunk, n))
-	}
-	wg.Wait()
-}
+func parallelFor(n int, fn func(lo, hi int)) { par.For(n, fn) }

@@ -2,11 +2,11 @@ package cuda
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 
+	"github.com/swetui/swetui/internal/snapshot"
 	"github.com/swetui/swetui/model"
 )
 
@@ -29,16 +29,7 @@ type Policy struct {
 	pcg   *rand.PCG // the sampler's random source (RNGState for checkpoints)
 	rng   *rand.Rand
 
-	snapMu sync.Mutex
-	snap   *deviceSnapshot
-	spares []*deviceSnapshot
-}
-
-// deviceSnapshot is a copy of the weights on the device at one version.
-type deviceSnapshot struct {
-	e       *Engine
-	version int
-	users   int
+	snaps snapshot.Set[*Engine] // copies the async loop samples from
 }
 
 // NewPolicy puts m on dev for training with opt's hyper-parameters (its
@@ -136,11 +127,7 @@ func (p *Policy) Step() (gradNorm, lr float64) {
 // Version counts the updates applied so far.
 func (p *Policy) Version() int { return p.Optim.Step }
 
-func (p *Policy) snapshotsStarted() bool {
-	p.snapMu.Lock()
-	defer p.snapMu.Unlock()
-	return p.snap != nil
-}
+func (p *Policy) snapshotsStarted() bool { return p.snaps.Started() }
 
 // StartSnapshots takes the first copy; call it while no update runs.
 func (p *Policy) StartSnapshots() {
@@ -154,53 +141,24 @@ func (p *Policy) StartSnapshots() {
 // SampleSnapshot draws like Sample from the newest snapshot and returns
 // the version it sampled from.
 func (p *Policy) SampleSnapshot(ctx context.Context, prompt []int, n int, o model.SampleOptions) ([]model.Completion, int, error) {
-	p.snapMu.Lock()
-	s := p.snap
-	if s == nil {
-		p.snapMu.Unlock()
-		return nil, 0, errors.New("sample: StartSnapshots was not called")
+	e, version, release, err := p.snaps.Acquire()
+	if err != nil {
+		return nil, 0, err
 	}
-	s.users++
-	p.snapMu.Unlock()
-	defer func() {
-		p.snapMu.Lock()
-		s.users--
-		if s != p.snap && s.users == 0 {
-			p.spares = append(p.spares, s)
-		}
-		p.snapMu.Unlock()
-	}()
-	out, err := p.sampleFrom(ctx, s.e, prompt, n, o)
-	return out, s.version, err
+	defer release()
+	out, err := p.sampleFrom(ctx, e, prompt, n, o)
+	return out, version, err
 }
 
 // publishSnapshot copies the weights into a free snapshot engine on the
 // same device (a device-to-device copy) and makes it the newest.
 func (p *Policy) publishSnapshot() error {
-	p.snapMu.Lock()
-	var s *deviceSnapshot
-	if k := len(p.spares); k > 0 {
-		s, p.spares = p.spares[k-1], p.spares[:k-1]
-	}
-	p.snapMu.Unlock()
-	if s == nil {
-		e, err := p.Engine.forwardCopy()
-		if err != nil {
-			return err
+	return p.snaps.Publish(p.Version(), func(spare *Engine, ok bool) (*Engine, error) {
+		if !ok {
+			return p.Engine.forwardCopy()
 		}
-		s = &deviceSnapshot{e: e}
-	} else if err := s.e.CopyWeightsFrom(p.Engine); err != nil {
-		return err
-	}
-	s.version = p.Version()
-	p.snapMu.Lock()
-	old := p.snap
-	p.snap = s
-	if old != nil && old.users == 0 {
-		p.spares = append(p.spares, old)
-	}
-	p.snapMu.Unlock()
-	return nil
+		return spare, spare.CopyWeightsFrom(p.Engine)
+	})
 }
 
 // RNGState is the sampler's random source, for a checkpoint's extra files.
@@ -241,15 +199,8 @@ func (p *Policy) Load(m *model.Model, opt *model.AdamW) error {
 
 // Close frees the policy's and its snapshots' device memory.
 func (p *Policy) Close() error {
-	p.snapMu.Lock()
-	all := append([]*deviceSnapshot{}, p.spares...)
-	if p.snap != nil {
-		all = append(all, p.snap)
-	}
-	p.snap, p.spares = nil, nil
-	p.snapMu.Unlock()
-	for _, s := range all {
-		s.e.Close()
+	for _, e := range p.snaps.Drain() {
+		e.Close()
 	}
 	return p.Engine.Close()
 }
