@@ -104,7 +104,36 @@ type GRPO struct {
 	StdEps         float64 `toml:"std_eps"`
 	ISCorrection   string  `toml:"is_correction"`
 	ISCap          float64 `toml:"is_cap"`
-	Async          Async   `toml:"async"`
+	// DAPO's dynamic sampling: draw more tasks until the step holds
+	// prompts_per_step groups with reward variance, at most max_groups.
+	DynamicSampling  bool        `toml:"dynamic_sampling"`
+	MaxGroups        int         `toml:"max_groups"`
+	GroupSizeByPhase PhaseGroups `toml:"group_size_by_phase"`
+	Async            Async       `toml:"async"`
+}
+
+// PhaseGroups overrides grpo.group_size in one curriculum phase; 0 keeps it.
+type PhaseGroups struct {
+	Syntax    int `toml:"syntax"`
+	ApplyOnly int `toml:"apply_only"`
+	Docker    int `toml:"docker"`
+}
+
+// GroupSizeIn is G in the given phase.
+func (g GRPO) GroupSizeIn(phase string) int {
+	n := 0
+	switch phase {
+	case PhaseSyntax:
+		n = g.GroupSizeByPhase.Syntax
+	case PhaseApplyOnly:
+		n = g.GroupSizeByPhase.ApplyOnly
+	case PhaseDocker:
+		n = g.GroupSizeByPhase.Docker
+	}
+	if n == 0 {
+		return g.GroupSize
+	}
+	return n
 }
 
 // Async configures the overlapped generate/score/train loop.
@@ -122,6 +151,11 @@ type Curriculum struct {
 	SyntaxToApply float64 `toml:"syntax_to_apply"`
 	ApplyToDocker float64 `toml:"apply_to_docker"`
 	StepBackBelow float64 `toml:"step_back_below"`
+	// TaskSampler picks each group's task: "epoch" (a seeded shuffle per
+	// epoch) or "pass-rate" (tasks at the edge of the policy's ability
+	// drawn more often).
+	TaskSampler string  `toml:"task_sampler"`
+	PoolFloor   float64 `toml:"pool_floor"`
 }
 
 // Reward weighs the parts of the reward.
@@ -220,6 +254,12 @@ const (
 	PhaseDocker    = "docker"
 )
 
+// Task samplers (curriculum.task_sampler).
+const (
+	SamplerEpoch    = "epoch"
+	SamplerPassRate = "pass-rate"
+)
+
 // Phases lists the curriculum's phases in the order they are taken.
 var Phases = []string{PhaseSyntax, PhaseApplyOnly, PhaseDocker}
 
@@ -246,10 +286,10 @@ func Default() Config {
 			Warmup: 10, Schedule: "constant"},
 		GRPO: GRPO{GroupSize: 4, PromptsPerStep: 2, ClipLow: 0.2, ClipHigh: 0.28, KLCoef: 0.02,
 			KLEstimator: "k3", ScaleRewards: "group", LossAgg: "token-mean", StdEps: 1e-6,
-			ISCorrection: "none", ISCap: 2.0,
+			ISCorrection: "none", ISCap: 2.0, MaxGroups: 8,
 			Async: Async{MaxTrajectoryAgeSteps: 1, BufferGroups: 8}},
 		Curriculum: Curriculum{Phase: PhaseSyntax, Auto: true, Window: 20, SyntaxToApply: 0.8,
-			ApplyToDocker: 0.5, StepBackBelow: 0},
+			ApplyToDocker: 0.5, StepBackBelow: 0, TaskSampler: SamplerEpoch, PoolFloor: 0.05},
 		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 1, ApplyOnHost: true},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest",

@@ -150,6 +150,11 @@ func TestValidate(t *testing.T) {
 		{"phase name", []string{"curriculum.phase=tests"}, []string{`curriculum.phase = "tests": must be one of syntax, apply-only, docker`}},
 		{"async needs IS", []string{"grpo.async.enabled=true"}, []string{"async mode", "requires importance-sampling"}},
 		{"async with IS", []string{"grpo.async.enabled=true", "grpo.is_correction=truncated"}, nil},
+		{"max groups below the step's", []string{"grpo.max_groups=1"}, []string{"grpo.max_groups = 1: must be at least grpo.prompts_per_step"}},
+		{"phase group size of one", []string{"grpo.group_size_by_phase.apply_only=1"}, []string{"grpo.group_size_by_phase.apply_only = 1: must be 0"}},
+		{"phase group size", []string{"grpo.group_size_by_phase.docker=8"}, nil},
+		{"task sampler name", []string{"curriculum.task_sampler=hard"}, []string{`curriculum.task_sampler = "hard": must be one of epoch, pass-rate`}},
+		{"pool floor zero", []string{"curriculum.pool_floor=0"}, []string{"curriculum.pool_floor = 0: must be in (0, 1]"}},
 		{"reward weights", []string{"reward.test_weight=0.9"}, []string{"apply_bonus + test_weight must not exceed 1"}},
 		{"heads", []string{"model.heads=3"}, []string{"model.d_model = 128: must be a multiple of model.heads (3)"}},
 		{"hosts", []string{`sandbox.hosts=["http://x"]`}, []string{"sandbox.hosts[0]"}},
@@ -252,5 +257,18 @@ func TestLoadSkipsBOM(t *testing.T) {
 	cfg, err := Load("bom.toml", []byte("\xef\xbb\xbf[run]\nmax_steps = 3\n"), nil)
 	if err != nil || cfg.Run.MaxSteps != 3 {
 		t.Errorf("max_steps %d, err %v", cfg.Run.MaxSteps, err)
+	}
+}
+
+func TestGroupSizeIn(t *testing.T) {
+	g := Default().GRPO
+	g.GroupSize, g.GroupSizeByPhase.ApplyOnly = 4, 8
+	for _, tt := range []struct {
+		phase string
+		want  int
+	}{{PhaseSyntax, 4}, {PhaseApplyOnly, 8}, {PhaseDocker, 4}} {
+		if got := g.GroupSizeIn(tt.phase); got != tt.want {
+			t.Errorf("GroupSizeIn(%s) = %d, want %d", tt.phase, got, tt.want)
+		}
 	}
 }

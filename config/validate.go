@@ -121,6 +121,13 @@ func Validate(cfg Config) error {
 	}
 	check(g.Async.MaxTrajectoryAgeSteps < 0, "grpo.async.max_trajectory_age_steps", g.Async.MaxTrajectoryAgeSteps, "must be 0 or more")
 	positive("grpo.async.buffer_groups", g.Async.BufferGroups)
+	check(g.MaxGroups < g.PromptsPerStep, "grpo.max_groups", g.MaxGroups, "must be at least grpo.prompts_per_step: it counts the step's first groups too")
+	for _, p := range []struct {
+		key string
+		n   int
+	}{{"syntax", g.GroupSizeByPhase.Syntax}, {"apply_only", g.GroupSizeByPhase.ApplyOnly}, {"docker", g.GroupSizeByPhase.Docker}} {
+		check(p.n == 1 || p.n < 0, "grpo.group_size_by_phase."+p.key, p.n, "must be 0 (grpo.group_size) or at least 2")
+	}
 
 	c := cfg.Curriculum
 	oneOf("curriculum.phase", c.Phase, Phases...)
@@ -128,6 +135,8 @@ func Validate(cfg Config) error {
 	unit("curriculum.syntax_to_apply", c.SyntaxToApply)
 	unit("curriculum.apply_to_docker", c.ApplyToDocker)
 	unit("curriculum.step_back_below", c.StepBackBelow)
+	oneOf("curriculum.task_sampler", c.TaskSampler, SamplerEpoch, SamplerPassRate)
+	check(c.PoolFloor <= 0 || c.PoolFloor > 1, "curriculum.pool_floor", c.PoolFloor, "must be in (0, 1]: a task the policy always or never solves is still drawn this often, relative to one at the edge")
 
 	w := cfg.Reward
 	unit("reward.apply_bonus", w.ApplyBonus)

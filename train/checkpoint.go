@@ -229,6 +229,9 @@ func (t *Trainer) restore(ctx context.Context, dir string) error {
 	}
 	cur := t.st.Curriculum
 	t.st = st
+	if t.st.Pool == nil { // a checkpoint from before the pool
+		t.st.Pool = &TaskPool{}
+	}
 	// Thresholds come from the current config; the phase and window from the checkpoint.
 	t.st.Curriculum.Window, t.st.Curriculum.SyntaxToApply = cur.Window, cur.SyntaxToApply
 	t.st.Curriculum.ApplyToDocker, t.st.Curriculum.StepBackBelow = cur.ApplyToDocker, cur.StepBackBelow

@@ -59,15 +59,16 @@ func (t *Trainer) sampleOptions() SampleOptions {
 	return SampleOptions{Temperature: t.cfg.Sample.Temperature, TopP: t.cfg.Sample.TopP, MaxNewTokens: t.cfg.Sample.MaxNewTokens}
 }
 
-// sampleGroup renders the task's prompt and draws G completions.
-func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur cursor) (*group, error) {
+// sampleGroup renders the task's prompt and draws the phase's G
+// completions.
+func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur cursor, phase string) (*group, error) {
 	begin := time.Now()
 	opts := t.sampleOptions()
 	prompt, err := PromptTokens(ctx, t.d.Prompter, t.d.Tokenizer, inst, t.cfg.Model.Context, opts.MaxNewTokens)
 	if err != nil {
 		return nil, err
 	}
-	samples, version, err := t.sample(ctx, prompt, opts)
+	samples, version, err := t.sample(ctx, prompt, t.cfg.GRPO.GroupSizeIn(phase), opts)
 	if err != nil {
 		return nil, fmt.Errorf("sample %s: %w", inst.InstanceID, err)
 	}
@@ -82,13 +83,13 @@ func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur curs
 // sample draws a group's completions and says which weight version drew
 // them. The async loop samples from a snapshot, concurrently with training;
 // otherwise sampling waits for the update in flight.
-func (t *Trainer) sample(ctx context.Context, prompt []int, opts SampleOptions) ([]Sample, int, error) {
+func (t *Trainer) sample(ctx context.Context, prompt []int, g int, opts SampleOptions) ([]Sample, int, error) {
 	if ss, ok := t.d.Policy.(SnapshotSampler); ok && t.cfg.GRPO.Async.Enabled {
-		return ss.SampleSnapshot(ctx, prompt, t.cfg.GRPO.GroupSize, opts)
+		return ss.SampleSnapshot(ctx, prompt, g, opts)
 	}
 	t.model.Lock()
 	defer t.model.Unlock()
-	samples, err := t.d.Policy.Sample(ctx, prompt, t.cfg.GRPO.GroupSize, opts)
+	samples, err := t.d.Policy.Sample(ctx, prompt, g, opts)
 	return samples, t.d.Policy.Version(), err
 }
 
@@ -118,7 +119,9 @@ func CompletionText(tok Tokenizer, tokens []int) string {
 }
 
 // syncSource samples a step's groups with the current weights, then scores
-// them all concurrently (the reward pool overlaps their containers).
+// them all concurrently (the reward pool overlaps their containers). With
+// dynamic sampling it draws more tasks until prompts_per_step groups have
+// reward variance or max_groups were drawn.
 type syncSource struct {
 	t   *Trainer
 	cur cursor
@@ -126,31 +129,72 @@ type syncSource struct {
 
 func (s *syncSource) next(ctx context.Context, step int, phase string) ([]*group, timing, error) {
 	var tm timing
-	n := s.t.cfg.GRPO.PromptsPerStep
-	groups := make([]*group, 0, n)
-	begin := time.Now()
-	for range n {
-		inst := s.cur.take(s.t.d.Tasks, s.t.cfg.Run.Seed)
-		gr, err := s.t.sampleGroup(ctx, inst, s.cur)
+	g := s.t.cfg.GRPO
+	var groups []*group
+	used := map[string]bool{}
+	for want := g.PromptsPerStep; want > 0; {
+		begin := time.Now()
+		batch := make([]*group, 0, want)
+		for range want {
+			inst := s.t.pickTask(&s.cur, phase, used)
+			used[inst.InstanceID] = true
+			gr, err := s.t.sampleGroup(ctx, inst, s.cur, phase)
+			if err != nil {
+				return nil, tm, err
+			}
+			batch = append(batch, gr)
+		}
+		tm.sample += time.Since(begin)
+		begin = time.Now()
+		err := s.t.scoreGroups(ctx, batch, phase)
+		tm.reward += time.Since(begin)
 		if err != nil {
 			return nil, tm, err
 		}
-		groups = append(groups, gr)
+		groups = append(groups, batch...)
+		if !g.DynamicSampling {
+			break
+		}
+		want = min(g.PromptsPerStep-countVaried(groups, g.StdEps), g.MaxGroups-len(groups))
 	}
-	tm.sample = time.Since(begin)
-	begin = time.Now()
+	return groups, tm, nil
+}
+
+// scoreGroups scores groups concurrently: the pool overlaps their
+// containers.
+func (t *Trainer) scoreGroups(ctx context.Context, groups []*group, phase string) error {
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
 	for i, gr := range groups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.t.scoreGroup(ctx, gr, phase)
+			errs[i] = t.scoreGroup(ctx, gr, phase)
 		}()
 	}
 	wg.Wait()
-	tm.reward = time.Since(begin)
-	return groups, tm, errors.Join(errs...)
+	return errors.Join(errs...)
+}
+
+// varied reports whether a scored group's rewards differ: only such a
+// group has non-zero advantages (the test GroupAdvantages makes).
+func varied(gr *group, eps float64) bool {
+	rewards := make([]float64, len(gr.verdicts))
+	valid := make([]bool, len(gr.verdicts))
+	for i, v := range gr.verdicts {
+		rewards[i], valid[i] = v.Reward, !v.Infra
+	}
+	return !RewardStats(rewards, valid, eps).ZeroStd
+}
+
+func countVaried(groups []*group, eps float64) int {
+	n := 0
+	for _, gr := range groups {
+		if varied(gr, eps) {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *syncSource) stepDone(int) {}
@@ -207,13 +251,13 @@ func (a *asyncSource) generate(ctx context.Context, startStep int, cur cursor) {
 				return
 			}
 		}
-		inst := cur.take(a.t.d.Tasks, a.t.cfg.Run.Seed)
+		phase := a.t.phaseNow()
+		inst := a.t.pickTask(&cur, phase, nil)
 		p := &pendingGroup{done: make(chan struct{})}
 		var sampleErr error
-		p.gr, sampleErr = a.t.sampleGroup(ctx, inst, cur)
+		p.gr, sampleErr = a.t.sampleGroup(ctx, inst, cur, phase)
 		p.err = sampleErr
 		if sampleErr == nil {
-			phase := a.t.phaseNow()
 			a.wg.Add(1)
 			go func() {
 				defer a.wg.Done()
@@ -236,9 +280,17 @@ func (a *asyncSource) generate(ctx context.Context, startStep int, cur cursor) {
 
 func (a *asyncSource) next(ctx context.Context, step int, phase string) ([]*group, timing, error) {
 	var tm timing
-	per := a.t.cfg.GRPO.PromptsPerStep
+	g := a.t.cfg.GRPO
+	per := g.PromptsPerStep
 	groups := make([]*group, 0, per)
-	for len(groups) < per {
+	// With dynamic sampling, groups without reward variance are kept (they
+	// are recorded, not trained) but do not count towards the step's
+	// prompts_per_step, up to max_groups taken in all.
+	limit := per
+	if g.DynamicSampling {
+		limit = g.MaxGroups
+	}
+	for trainable := 0; trainable < per && len(groups) < limit; {
 		var p *pendingGroup
 		select {
 		case p = <-a.pending:
@@ -265,6 +317,9 @@ func (a *asyncSource) next(ctx context.Context, step int, phase string) ([]*grou
 			continue
 		}
 		groups = append(groups, p.gr)
+		if !g.DynamicSampling || varied(p.gr, g.StdEps) {
+			trainable++
+		}
 	}
 	return groups, tm, nil
 }

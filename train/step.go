@@ -24,6 +24,10 @@ func (t *Trainer) step(ctx context.Context) error {
 	collected := time.Now()
 
 	m := t.advantages(groups)
+	extraSamples(&m, groups, t.cfg.GRPO.PromptsPerStep)
+	for _, gr := range groups {
+		t.st.Pool.Observe(gr.phase, gr.inst.InstanceID, gr.verdicts)
+	}
 	seqs, inputs := t.lossInputs(groups)
 	t.lastTrainable = len(seqs)
 	if len(seqs) > 0 {
@@ -58,6 +62,15 @@ func (t *Trainer) step(ctx context.Context) error {
 		t.publish(*ev)
 	}
 	return nil
+}
+
+// extraSamples counts the groups the step drew and the completions drawn
+// beyond its first prompts_per_step groups (DAPO's dynamic sampling cost).
+func extraSamples(m *event.Metrics, groups []*group, perStep int) {
+	m.Groups = len(groups)
+	for _, gr := range groups[min(perStep, len(groups)):] {
+		m.ExtraSamples += len(gr.samples)
+	}
 }
 
 // recordCompletions publishes every scored completion of the step and

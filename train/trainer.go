@@ -72,6 +72,9 @@ type State struct {
 	Pos        int             `json:"pos"` // next index into the epoch's order
 	Curriculum Curriculum      `json:"curriculum"`
 	Recent     []event.Metrics `json:"recent"`
+	// Pool is the pass-rate task pool (curriculum.task_sampler); kept
+	// whichever sampler runs, so switching to it later starts informed.
+	Pool *TaskPool `json:"task_pool,omitempty"`
 }
 
 // EventBuffer is the buffer a consumer of a run's events should subscribe
@@ -85,6 +88,7 @@ func New(cfg config.Config, d Deps) *Trainer {
 	}
 	t := &Trainer{cfg: cfg, d: d, ctrl: make(chan func(), 64)}
 	t.st.Curriculum = *NewCurriculum(cfg.Curriculum, d.DockerOK)
+	t.st.Pool = &TaskPool{}
 	return t
 }
 
