@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""`make learn-report`: what the default curriculum teaches, on the held-out
+split. For each seed in SEEDS (default "1 2") it runs
+
+    swetui run --headless run.seed=S run.max_steps=STEPS watchdog.stall_s=0 OVERRIDES
+
+from the warm start shipped for the embedded suite (seeds other than the
+shipped recipe's start from the same warm start, through model.init_ckpt,
+so that the seeds differ in data order and sampling only), then
+
+    swetui eval --ckpt <final checkpoint> --mode MODE --samples SAMPLES
+
+on the 29 held-out tasks, and writes OUT/report.md: the table of the issue
+(well-formed replies over all samples; predictions syntax-valid, applied and
+resolved), the warm start first, plus what the training metrics say (when
+each phase began, barren groups, apply rate at the start and the end of
+apply-only). Measures; asserts nothing. Run it from the repository root.
+
+Environment: STEPS (1000), SEEDS ("1 2"), SAMPLES (8), MODE (docker),
+OUT (runs/learn-report), OVERRIDES (extra key=value, space-separated),
+PHASE (curriculum.phase to start in; default the config's), NAME (a label).
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+STEPS = int(os.environ.get("STEPS", "1000"))
+SEEDS = os.environ.get("SEEDS", "1 2").split()
+SAMPLES = int(os.environ.get("SAMPLES", "8"))
+MODE = os.environ.get("MODE", "docker")
+OUT = os.path.abspath(os.environ.get("OUT", "runs/learn-report"))
+OVERRIDES = os.environ.get("OVERRIDES", "").split()
+PHASE = os.environ.get("PHASE", "")
+NAME = os.environ.get("NAME", "")
+GO = os.environ.get("GO", "go")
+BIN = os.path.join(OUT, "swetui")
+
+
+def sh(cmd, log):
+    """Runs cmd with its output appended to log; returns (stdout, seconds)."""
+    begin = time.time()
+    with open(log, "a") as f:
+        f.write("$ %s\n" % " ".join(cmd))
+        f.flush()
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=f, text=True)
+        f.write(p.stdout)
+    if p.returncode != 0:
+        sys.exit("%s failed (exit %d); see %s" % (" ".join(cmd), p.returncode, log))
+    return p.stdout, time.time() - begin
+
+
+def evaluate(ckpt, tag, out_dir, log):
+    preds = os.path.join(OUT, tag + ".preds.jsonl")
+    stdout, secs = sh([BIN, "eval", "--ckpt", ckpt, "--mode", MODE, "--samples", str(SAMPLES),
+                       "--out", preds, "run.out_dir=" + out_dir], log)
+    m = re.search(r"eval: (\d+) tasks x (\d+) samples, (\d+) replies with a well-formed diff", stdout)
+    tasks, samples, wellformed = (int(x) for x in m.groups())
+    with open(preds[: -len(".jsonl")] + ".report.json") as f:
+        s = json.load(f)["summary"]
+    return {"tasks": tasks, "wellformed": wellformed / (tasks * samples), "syntax": s["syntax_valid"] / tasks,
+            "applied": s["applied"] / tasks, "resolved": s["resolved"] / tasks,
+            "counts": (s["syntax_valid"], s["applied"], s["resolved"], tasks), "eval_s": secs}
+
+
+def training_summary(run_dir):
+    rows = []
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            rows.append(json.loads(line))
+    starts, last = {}, None
+    for r in rows:
+        if r["phase"] != last:
+            starts[r["phase"]] = r["step"]
+            last = r["phase"]
+    apply_rows = [r for r in rows if r["phase"] == "apply-only"]
+
+    def mean(rs, key):
+        vals = [r.get(key, 0) for r in rs]
+        return sum(vals) / len(vals) if vals else float("nan")
+
+    return {"steps": len(rows), "starts": starts,
+            "zero_std_apply": mean(apply_rows, "grpo/frac_reward_zero_std"),
+            "apply_first": mean(apply_rows[:20], "reward/apply_rate"),
+            "apply_last": mean(apply_rows[-20:], "reward/apply_rate"),
+            "extra_samples": sum(r.get("grpo/extra_samples", 0) for r in rows),
+            "sampled": sum(r.get("grpo/groups", 0) for r in rows)}
+
+
+def latest_checkpoint(run_dir):
+    ckpts = sorted(glob.glob(os.path.join(run_dir, "checkpoints", "step-*")))
+    if not ckpts:
+        sys.exit("no checkpoint in %s" % run_dir)
+    return ckpts[-1]
+
+
+def pct(x):
+    return "%.1f%%" % (100 * x)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    log = os.path.join(OUT, "report.log")
+    sh([GO, "build", "-o", BIN, "."], log)
+    warm = None
+    results = []
+    for i, seed in enumerate(SEEDS):
+        run_dir = os.path.join(OUT, "seed" + seed)
+        args = [BIN, "run", "--headless", "run.seed=" + seed, "run.out_dir=" + run_dir, "run.resume=never",
+                "run.max_steps=%d" % STEPS, "watchdog.stall_s=0"]
+        if PHASE:
+            args.append("curriculum.phase=" + PHASE)
+        if i > 0:  # the first seed's run wrote the shipped warm start to its sft folder
+            args += ["model.init_ckpt=" + warm, "model.tokenizer=" + os.path.join(warm, "tokenizer.json")]
+        _, secs = sh(args + OVERRIDES, log)
+        if i == 0:
+            warm = os.path.join(run_dir, "sft")
+            if not os.path.exists(os.path.join(warm, "tokenizer.json")):
+                sys.exit("%s holds no warm start: the first seed must use the shipped one" % warm)
+            before = evaluate(warm, "warmstart", run_dir, log)
+        after = evaluate(latest_checkpoint(run_dir), "seed" + seed, run_dir, log)
+        results.append((seed, secs, after, training_summary(run_dir)))
+
+    lines = ["# Learning report%s" % (": " + NAME if NAME else ""), "",
+             "`STEPS=%d SEEDS=\"%s\" SAMPLES=%d MODE=%s PHASE=%s OVERRIDES=\"%s\" make learn-report`, %s." % (
+                 STEPS, " ".join(SEEDS), SAMPLES, MODE, PHASE or "(config)", " ".join(OVERRIDES),
+                 time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
+             "Held-out split, %d tasks; well-formed over %d replies a task, the rest over the first reply "
+             "(the prediction), scored in mode %s." % (before["tasks"], SAMPLES, MODE), "",
+             "| | run | well-formed replies | predictions syntax-valid | applied | resolved |",
+             "|---|---|---|---|---|---|",
+             "| warm start | | %s | %s | %s | %s |" % (pct(before["wellformed"]), pct(before["syntax"]),
+                                                    pct(before["applied"]), pct(before["resolved"]))]
+    for seed, secs, r, _ in results:
+        lines.append("| seed %s, %d steps | %.1f min | %s | %s | %s (%d) | %s (%d) |" % (
+            seed, STEPS, secs / 60, pct(r["wellformed"]), pct(r["syntax"]), pct(r["applied"]), r["counts"][1],
+            pct(r["resolved"]), r["counts"][2]))
+    lines += ["", "| seed | phase starts (step) | barren groups in apply-only | apply rate, first/last 20 apply-only steps | groups drawn | extra samples |",
+              "|---|---|---|---|---|---|"]
+    for seed, _, _, t in results:
+        starts = ", ".join("%s %d" % kv for kv in t["starts"].items())
+        lines.append("| %s | %s | %s | %.2f / %.2f | %d | %d |" % (seed, starts, pct(t["zero_std_apply"]),
+                                                             t["apply_first"], t["apply_last"], t["sampled"],
+                                                             t["extra_samples"]))
+    report = "\n".join(lines) + "\n"
+    with open(os.path.join(OUT, "report.md"), "w") as f:
+        f.write(report)
+    with open(os.path.join(OUT, "report.json"), "w") as f:
+        json.dump({"before": before, "after": [{"seed": s, "run_s": secs, "eval": r, "training": t}
+                                               for s, secs, r, t in results]}, f, indent=1)
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
