@@ -23,6 +23,9 @@ type evalOptions struct {
 	Report      string // score report; "" for <out> with .report.json
 	Temperature float64
 	Samples     int // replies per task for the well-formed rate; the first is the prediction
+	// ScoreSamples also scores every reply, not only the prediction: rates
+	// over Samples replies a task swing far less than over one.
+	ScoreSamples bool
 }
 
 // newEvalOptions reads `swetui eval`'s flags, overrides and config.
@@ -37,6 +40,7 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 	report := fs.String("report", "", "score report to write (default: <out> with .report.json)")
 	temperature := fs.Float64("temperature", 0.7, "sampling temperature (0 decodes greedily)")
 	samples := fs.Int("samples", 1, "replies sampled per task for the well-formed rate; the first is the prediction")
+	scoreSamples := fs.Bool("score-samples", false, "also score every reply in --mode (report: <out> with .samples.report.json)")
 	overrides, err := parseFlags(fs, args)
 	if err != nil {
 		return evalOptions{}, err
@@ -61,7 +65,7 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 		cfg.Data.Source = *dataset
 	}
 	return evalOptions{Config: cfg, Ckpt: *ckpt, Split: *split, Out: *out, Phase: *mode, Report: *report,
-		Temperature: *temperature, Samples: *samples}, nil
+		Temperature: *temperature, Samples: *samples, ScoreSamples: *scoreSamples}, nil
 }
 
 // evalRun implements `swetui eval`: one patch per task of a split with a
@@ -92,6 +96,7 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	enc := json.NewEncoder(f)
 	bar := newProgress(env, len(ws.tasks))
 	valid := 0
+	var all []prediction
 	name := filepath.Base(filepath.Clean(o.Ckpt))
 	opts := train.SampleOptions{Temperature: o.Temperature, TopP: cfg.Sample.TopP, MaxNewTokens: cfg.Sample.MaxNewTokens}
 	for _, in := range ws.tasks {
@@ -114,6 +119,9 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 			if i == 0 {
 				first = ex
 			}
+			if o.ScoreSamples {
+				all = append(all, prediction{InstanceID: in.InstanceID, Model: name, Patch: &ex.Diff, Sample: i})
+			}
 		}
 		if err := enc.Encode(prediction{InstanceID: in.InstanceID, Model: name, Patch: &first.Diff}); err != nil {
 			f.Close()
@@ -131,9 +139,15 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	n := len(ws.tasks) * o.Samples
 	fmt.Fprintf(env.Stdout, "eval: %d tasks x %d samples, %d replies with a well-formed diff (%.0f%%) at temperature %.2f; predictions: %s\n",
 		len(ws.tasks), o.Samples, valid, 100*float64(valid)/float64(max(1, n)), o.Temperature, o.Out)
+	base := strings.TrimSuffix(o.Out, filepath.Ext(o.Out))
 	report := o.Report
 	if report == "" {
-		report = strings.TrimSuffix(o.Out, filepath.Ext(o.Out)) + ".report.json"
+		report = base + ".report.json"
 	}
-	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: o.Out, Phase: o.Phase, Out: report})
+	if err := scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: o.Out, Phase: o.Phase, Out: report}); err != nil || !o.ScoreSamples {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "every reply:\n")
+	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: fmt.Sprintf("%s, %d replies a task", o.Out, o.Samples),
+		preds: all, Phase: o.Phase, Out: base + ".samples.report.json"})
 }

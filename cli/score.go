@@ -25,7 +25,8 @@ import (
 type prediction struct {
 	InstanceID string  `json:"instance_id"`
 	Model      string  `json:"model_name_or_path"`
-	Patch      *string `json:"model_patch"` // nil: the harness's patch_is_None
+	Patch      *string `json:"model_patch"`      // nil: the harness's patch_is_None
+	Sample     int     `json:"sample,omitempty"` // which of eval's replies (eval --score-samples)
 }
 
 // scoreEntry is one instance of the score report: the harness report's
@@ -33,6 +34,7 @@ type prediction struct {
 // carries every reward component.
 type scoreEntry struct {
 	InstanceID               string             `json:"instance_id"`
+	Sample                   int                `json:"sample,omitempty"`
 	Model                    string             `json:"model_name_or_path"`
 	PatchIsNone              bool               `json:"patch_is_None"`
 	PatchExists              bool               `json:"patch_exists"`
@@ -71,6 +73,7 @@ type scoreReport struct {
 type scoreOptions struct {
 	Config      config.Config // data.source is the dataset; sandbox.workers the docker parallelism
 	Predictions string        // a file, or gold or empty
+	preds       []prediction  // given by eval instead of read from Predictions (its label then)
 	Phase       string        // the reward phase (--mode)
 	Out         string        // report path; - for stdout, "" for none
 	Workers     int           // 0: sandbox.workers for docker, the CPU count otherwise
@@ -121,9 +124,11 @@ func scoreRun(ctx context.Context, env Env, o scoreOptions) error {
 	if err != nil {
 		return err
 	}
-	preds, err := readPredictions(o.Predictions, insts)
-	if err != nil {
-		return err
+	preds := o.preds
+	if preds == nil {
+		if preds, err = readPredictions(o.Predictions, insts); err != nil {
+			return err
+		}
 	}
 
 	// The pool starts on the first container evaluation: apply-only scoring
@@ -215,7 +220,7 @@ func scoreRun(ctx context.Context, env Env, o scoreOptions) error {
 }
 
 func scoreOne(ctx context.Context, s *reward.Scorer, in *task.Instance, p prediction, mode string) scoreEntry {
-	e := scoreEntry{InstanceID: p.InstanceID, Model: p.Model, PatchIsNone: p.Patch == nil}
+	e := scoreEntry{InstanceID: p.InstanceID, Sample: p.Sample, Model: p.Model, PatchIsNone: p.Patch == nil}
 	if in == nil {
 		e.Error = fmt.Sprintf("instance %s is not in the dataset", p.InstanceID)
 		return e

@@ -31,7 +31,7 @@ func TestSFTThenEval(t *testing.T) {
 	}
 
 	preds := filepath.Join(out, "preds.jsonl")
-	args := append([]string{"eval", "--ckpt", filepath.Join(out, "sft"), "--mode", "syntax", "--samples", "2", "--out", preds}, common...)
+	args := append([]string{"eval", "--ckpt", filepath.Join(out, "sft"), "--mode", "syntax", "--samples", "2", "--score-samples", "--out", preds}, common...)
 	code, stdout, stderr = runCLI(t, args...)
 	if code != ExitOK {
 		t.Fatalf("eval: exit %d\n%s\n%s", code, stdout, stderr)
@@ -59,6 +59,24 @@ func TestSFTThenEval(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "preds.report.json")); err != nil {
 		t.Errorf("no score report: %v", err)
+	}
+	// --score-samples: every reply scored, two a task, the second marked.
+	var all struct {
+		Summary   struct{ Total int }
+		Instances []struct {
+			InstanceID string `json:"instance_id"`
+			Sample     int    `json:"sample"`
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(out, "preds.samples.report.json"))
+	if err != nil || json.Unmarshal(data, &all) != nil {
+		t.Fatalf("no report of every reply: %v", err)
+	}
+	if all.Summary.Total != 2*n || all.Instances[1].Sample != 1 || all.Instances[1].InstanceID != all.Instances[0].InstanceID {
+		t.Errorf("report of every reply: %d entries for %d tasks x 2; first two %+v", all.Summary.Total, n, all.Instances[:2])
+	}
+	if !strings.Contains(stdout, "every reply:") {
+		t.Errorf("eval does not print the summary of every reply:\n%s", stdout)
 	}
 
 	code, _, stderr = runCLI(t, append([]string{"eval", "--ckpt", filepath.Join(out, "sft"), "--samples", "0"}, common...)...)

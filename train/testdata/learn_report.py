@@ -12,7 +12,7 @@ so that the seeds differ in data order and sampling only), then
 
 on the 29 held-out tasks, and writes OUT/report.md: the table of the issue
 (well-formed replies over all samples; predictions syntax-valid, applied and
-resolved), the warm start first, plus what the training metrics say (when
+resolved; and applied and resolved over every reply), the warm start first, plus what the training metrics say (when
 each phase began, barren groups, apply rate at the start and the end of
 apply-only). Measures; asserts nothing. Run it from the repository root.
 
@@ -55,15 +55,20 @@ def sh(cmd, log):
 
 def evaluate(ckpt, tag, out_dir, log):
     preds = os.path.join(OUT, tag + ".preds.jsonl")
-    stdout, secs = sh([BIN, "eval", "--ckpt", ckpt, "--mode", MODE, "--samples", str(SAMPLES),
+    stdout, secs = sh([BIN, "eval", "--ckpt", ckpt, "--mode", MODE, "--samples", str(SAMPLES), "--score-samples",
                        "--out", preds, "run.out_dir=" + out_dir], log)
     m = re.search(r"eval: (\d+) tasks x (\d+) samples, (\d+) replies with a well-formed diff", stdout)
     tasks, samples, wellformed = (int(x) for x in m.groups())
     with open(preds[: -len(".jsonl")] + ".report.json") as f:
         s = json.load(f)["summary"]
+    with open(preds[: -len(".jsonl")] + ".samples.report.json") as f:
+        a = json.load(f)["summary"]
+    n = a["total"]
     return {"tasks": tasks, "wellformed": wellformed / (tasks * samples), "syntax": s["syntax_valid"] / tasks,
             "applied": s["applied"] / tasks, "resolved": s["resolved"] / tasks,
-            "counts": (s["syntax_valid"], s["applied"], s["resolved"], tasks), "eval_s": secs}
+            "counts": (s["syntax_valid"], s["applied"], s["resolved"], tasks),
+            "all_applied": a["applied"] / n, "all_resolved": a["resolved"] / n, "all_counts": (a["applied"], a["resolved"], n),
+            "eval_s": secs}
 
 
 def training_summary(run_dir):
@@ -130,14 +135,18 @@ def main():
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
              "Held-out split, %d tasks; well-formed over %d replies a task, the rest over the first reply "
              "(the prediction), scored in mode %s." % (before["tasks"], SAMPLES, MODE), "",
-             "| | run | well-formed replies | predictions syntax-valid | applied | resolved |",
-             "|---|---|---|---|---|---|",
-             "| warm start | | %s | %s | %s | %s |" % (pct(before["wellformed"]), pct(before["syntax"]),
-                                                    pct(before["applied"]), pct(before["resolved"]))]
+             "| | run | well-formed replies | predictions syntax-valid | applied | resolved | every reply: applied | every reply: resolved |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def row(label, secs, r):
+        return "| %s | %s | %s | %s | %s (%d) | %s (%d) | %s | %s |" % (
+            label, "%.1f min" % (secs / 60) if secs else "", pct(r["wellformed"]), pct(r["syntax"]),
+            pct(r["applied"]), r["counts"][1], pct(r["resolved"]), r["counts"][2], pct(r["all_applied"]),
+            pct(r["all_resolved"]))
+
+    lines.append(row("warm start", 0, before))
     for seed, secs, r, _ in results:
-        lines.append("| seed %s, %d steps | %.1f min | %s | %s | %s (%d) | %s (%d) |" % (
-            seed, STEPS, secs / 60, pct(r["wellformed"]), pct(r["syntax"]), pct(r["applied"]), r["counts"][1],
-            pct(r["resolved"]), r["counts"][2]))
+        lines.append(row("seed %s, %d steps" % (seed, STEPS), secs, r))
     lines += ["", "| seed | phase starts (step) | barren groups in apply-only | apply rate, first/last 20 apply-only steps | groups drawn | extra samples |",
               "|---|---|---|---|---|---|"]
     for seed, _, _, t in results:
