@@ -70,6 +70,7 @@ type Metrics struct {
 	PatchesApplied  int     `json:"swebrl/patches_applied"`    // completions whose patch applied
 	TestsPassed     int     `json:"swebrl/tests_passed_total"` // FAIL_TO_PASS and PASS_TO_PASS tests passed, summed
 	FracZeroStd     float64 `json:"grpo/frac_reward_zero_std"`
+	OverlongReward  float64 `json:"grpo/overlong_reward"` // mean of DAPO's length term added to the scorer's rewards (≤ 0)
 	Loss            float64 `json:"grpo/loss"`
 	KL              float64 `json:"grpo/kl"`
 	ClipFrac        float64 `json:"grpo/clip_frac"`
