@@ -79,11 +79,16 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	ref := &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
-	pol.Ref = ref
-	deps := train.Deps{Policy: pol, Reference: ref, Tokenizer: ws.tok, Scorer: scorer,
+	deps := train.Deps{Policy: pol, Tokenizer: ws.tok, Scorer: scorer,
 		Prompter: ws.prompter, Tasks: ws.tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
 		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
+	// Without a KL term (grpo.kl_coef = 0) no reference is kept: no copy of
+	// the weights, none in checkpoints.
+	var ref *train.ModelReference
+	if cfg.GRPO.KLCoef > 0 {
+		ref = &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
+		pol.Ref, deps.Reference = ref, ref
+	}
 	// On a GPU the policy and reference live on the device; the warm start
 	// trains the host copy, which is uploaded when it ends.
 	upload := func() error { return nil }
@@ -93,11 +98,17 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 			return fmt.Errorf("run: %w", err)
 		}
 		defer closeDev()
-		deps.Policy, deps.Reference, deps.Store = dp, dp.Ref, dp
+		deps.Policy, deps.Store = dp, dp
+		if dp.Ref != nil {
+			deps.Reference = dp.Ref
+		}
 		deps.BLAS += " · " + dp.P.Engine.Device().Info().String()
 		upload = func() error {
 			if err := dp.P.Load(pol.Model, nil); err != nil {
 				return err
+			}
+			if dp.Ref == nil {
+				return nil
 			}
 			return dp.Ref.R.Engine.Upload(pol.Model)
 		}

@@ -127,10 +127,13 @@ func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
 	return s.finish()
 }
 
-// finish makes the warmed-up policy the reference too.
+// finish makes the warmed-up policy the reference too, where there is one
+// (none when grpo.kl_coef is 0).
 func (s *sftStage) finish() error {
-	if err := s.ref.Model.CopyWeightsFrom(s.pol.Model); err != nil {
-		return err
+	if s.ref != nil {
+		if err := s.ref.Model.CopyWeightsFrom(s.pol.Model); err != nil {
+			return err
+		}
 	}
 	if s.after != nil {
 		return s.after()

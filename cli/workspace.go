@@ -337,8 +337,9 @@ func closePool(ctx context.Context, pool *sandbox.Pool) {
 	_ = pool.Close(cctx)
 }
 
-// devicePolicy puts the policy and the reference on model.device (bf16
-// activations, fp32 master weights): the GPU path. close frees the device.
+// devicePolicy puts the policy and the reference (ref nil: none) on
+// model.device (bf16 activations, fp32 master weights): the GPU path. close
+// frees the device.
 func (ws *workspace) devicePolicy(ctx context.Context, pol *train.ModelPolicy, ref *train.ModelReference) (dp *train.DevicePolicy, close func(), err error) {
 	dev, err := cuda.Open(ctx, ws.cfg.Model.Device, ws.cfg.Model.CUDALibs)
 	if err != nil {
@@ -350,12 +351,16 @@ func (ws *workspace) devicePolicy(ctx context.Context, pol *train.ModelPolicy, r
 		return nil, nil, err
 	}
 	p.Temp = pol.Temp
+	dp = &train.DevicePolicy{P: p, Host: pol.Model, Tokenizer: ws.tok}
+	if ref == nil { // grpo.kl_coef = 0
+		return dp, func() { p.Close(); dev.Close() }, nil
+	}
 	r, err := cuda.NewReference(dev, ref.Model, cuda.BF16, ref.Temp)
 	if err != nil {
 		p.Close()
 		dev.Close()
 		return nil, nil, err
 	}
-	dp = &train.DevicePolicy{P: p, Host: pol.Model, Tokenizer: ws.tok, Ref: &train.DeviceReference{R: r}}
+	dp.Ref = &train.DeviceReference{R: r}
 	return dp, func() { r.Engine.Close(); p.Close(); dev.Close() }, nil
 }

@@ -109,7 +109,13 @@ type GRPO struct {
 	DynamicSampling  bool        `toml:"dynamic_sampling"`
 	MaxGroups        int         `toml:"max_groups"`
 	GroupSizeByPhase PhaseGroups `toml:"group_size_by_phase"`
-	Async            Async       `toml:"async"`
+	// Loss variants peers offer. Dr. GRPO is scale_rewards "none" with
+	// loss_agg "seq-sum-constant"; GSPO is ratio "sequence"; DAPO's soft
+	// overlong punishment is overlong_buffer > 0; no KL is kl_coef 0.
+	Ratio           string  `toml:"ratio"`
+	OverlongBuffer  int     `toml:"overlong_buffer"`
+	OverlongPenalty float64 `toml:"overlong_penalty"`
+	Async           Async   `toml:"async"`
 }
 
 // PhaseGroups overrides grpo.group_size in one curriculum phase; 0 keeps it.
@@ -286,7 +292,7 @@ func Default() Config {
 			Warmup: 10, Schedule: "constant"},
 		GRPO: GRPO{GroupSize: 4, PromptsPerStep: 2, ClipLow: 0.2, ClipHigh: 0.28, KLCoef: 0.02,
 			KLEstimator: "k3", ScaleRewards: "group", LossAgg: "token-mean", StdEps: 1e-6,
-			ISCorrection: "none", ISCap: 2.0, MaxGroups: 8,
+			ISCorrection: "none", ISCap: 2.0, MaxGroups: 8, Ratio: "token", OverlongPenalty: 1.0,
 			Async: Async{MaxTrajectoryAgeSteps: 1, BufferGroups: 8}},
 		Curriculum: Curriculum{Phase: PhaseSyntax, Auto: true, Window: 20, SyntaxToApply: 0.8,
 			ApplyToDocker: 0.5, StepBackBelow: 0, TaskSampler: SamplerEpoch, PoolFloor: 0.05},

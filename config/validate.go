@@ -111,10 +111,15 @@ func Validate(cfg Config) error {
 	check(g.KLCoef < 0, "grpo.kl_coef", g.KLCoef, "must be 0 (off) or more")
 	oneOf("grpo.kl_estimator", g.KLEstimator, "k1", "k2", "k3")
 	oneOf("grpo.scale_rewards", g.ScaleRewards, "group", "batch", "none")
-	oneOf("grpo.loss_agg", g.LossAgg, "token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+	oneOf("grpo.loss_agg", g.LossAgg, "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-sum-constant")
 	check(g.StdEps <= 0, "grpo.std_eps", g.StdEps, "must be positive")
 	oneOf("grpo.is_correction", g.ISCorrection, "none", "truncated")
 	check(g.ISCap < 1, "grpo.is_cap", g.ISCap, "must be at least 1")
+	oneOf("grpo.ratio", g.Ratio, "token", "sequence")
+	check(g.OverlongBuffer < 0, "grpo.overlong_buffer", g.OverlongBuffer, "must be 0 (off) or more")
+	check(g.OverlongBuffer > 0 && g.OverlongBuffer >= s.MaxNewTokens, "grpo.overlong_buffer", g.OverlongBuffer,
+		fmt.Sprintf("must be below sample.max_new_tokens (%d): the punishment ramps over the last overlong_buffer tokens before the cap", s.MaxNewTokens))
+	check(g.OverlongPenalty < 0, "grpo.overlong_penalty", g.OverlongPenalty, "must be 0 or more")
 	if g.Async.Enabled {
 		check(g.ISCorrection == "none", "grpo.is_correction", `"none"`,
 			`async mode (grpo.async.enabled = true) requires importance-sampling correction: set "truncated"`)

@@ -70,8 +70,9 @@ type Metrics struct {
 	PatchesApplied  int     `json:"swebrl/patches_applied"`    // completions whose patch applied
 	TestsPassed     int     `json:"swebrl/tests_passed_total"` // FAIL_TO_PASS and PASS_TO_PASS tests passed, summed
 	FracZeroStd     float64 `json:"grpo/frac_reward_zero_std"`
-	Groups          int     `json:"grpo/groups"`        // groups the step drew (more than prompts_per_step with dynamic sampling)
-	ExtraSamples    int     `json:"grpo/extra_samples"` // completions drawn beyond the first prompts_per_step groups
+	Groups          int     `json:"grpo/groups"`          // groups the step drew (more than prompts_per_step with dynamic sampling)
+	ExtraSamples    int     `json:"grpo/extra_samples"`   // completions drawn beyond the first prompts_per_step groups
+	OverlongReward  float64 `json:"grpo/overlong_reward"` // mean of DAPO's length term added to the scorer's rewards (≤ 0)
 	Loss            float64 `json:"grpo/loss"`
 	KL              float64 `json:"grpo/kl"`
 	ClipFrac        float64 `json:"grpo/clip_frac"`

@@ -109,7 +109,7 @@ func (d *DevicePolicy) Load(ctx context.Context, dir string) error {
 		return fmt.Errorf("load policy: sampler rng: %w", err)
 	}
 	if d.Ref != nil {
-		ref, err := model.Load(filepath.Join(dir, "reference"), &cfg)
+		ref, err := loadReference(dir, &cfg)
 		if err != nil {
 			return err
 		}

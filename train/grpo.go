@@ -5,8 +5,9 @@ import (
 )
 
 // This file holds GRPO's math as pure functions named as in the papers
-// (DeepSeekMath's GRPO, DAPO's asymmetric clip, Schulman's k1/k2/k3 KL
-// estimators). The loop turns a batch into per-token gradients of the loss
+// (DeepSeekMath's GRPO, DAPO's asymmetric clip and soft overlong
+// punishment, Dr. GRPO's constant normaliser, GSPO's sequence-level ratio,
+// Schulman's k1/k2/k3 KL estimators). The loop turns a batch into per-token gradients of the loss
 // with respect to the policy's logprobs; the model backpropagates those.
 
 // GroupStats summarises one group's rewards over its valid completions.
@@ -135,21 +136,27 @@ func TruncatedISWeight(oldLogp, behaviourLogp, cap float64) float64 {
 //	token-mean:           w = 1 / (total tokens in the batch)
 //	seq-mean-token-mean:  w = 1 / (sequences · tokens of this sequence)
 //	seq-mean-token-sum:   w = 1 / sequences
+//	seq-sum-constant:     w = 1 / (sequences · maxLen)   (Dr. GRPO)
 //
 // lengths are the numbers of loss tokens per sequence; sequences with none
-// are ignored.
-func TokenWeights(agg string, lengths []int) []float64 {
+// are ignored. maxLen is Dr. GRPO's constant L_max (max_new_tokens): it does
+// not depend on how long the completions came out, so that the loss has no
+// length bias. A maxLen below the longest sequence is raised to it, which
+// keeps every sequence's weights summing to at most 1/sequences.
+func TokenWeights(agg string, lengths []int, maxLen int) []float64 {
 	w := make([]float64, len(lengths))
-	seqs, total := 0, 0
+	seqs, total, longest := 0, 0, 0
 	for _, n := range lengths {
 		if n > 0 {
 			seqs++
 			total += n
+			longest = max(longest, n)
 		}
 	}
 	if seqs == 0 {
 		return w
 	}
+	maxLen = max(maxLen, longest)
 	for i, n := range lengths {
 		if n == 0 {
 			continue
@@ -159,9 +166,65 @@ func TokenWeights(agg string, lengths []int) []float64 {
 			w[i] = 1 / float64(seqs*n)
 		case "seq-mean-token-sum":
 			w[i] = 1 / float64(seqs)
+		case "seq-sum-constant":
+			w[i] = 1 / float64(seqs*maxLen)
 		default: // token-mean
 			w[i] = 1 / float64(total)
 		}
 	}
 	return w
+}
+
+// SequenceRatio is GSPO's sequence-level importance ratio, the geometric
+// mean of the token ratios:
+//
+//	s_i = (π_θ(y_i)/π_old(y_i))^(1/|y_i|) = exp((1/|y_i|) Σ_t (logp_t - old_t))
+//
+// Its derivative with respect to each logp_t is s_i/|y_i|. An empty
+// sequence has ratio 1.
+func SequenceRatio(logp, oldLogp []float64) float64 {
+	return math.Exp(meanDiff(logp, oldLogp))
+}
+
+// SequenceTruncatedISWeight is the truncated IS weight of a whole sequence
+// under GSPO: min(exp(mean_t(old_t - behaviour_t)), cap), the sequence-level
+// counterpart of TruncatedISWeight, on the same length normalisation as
+// SequenceRatio.
+func SequenceTruncatedISWeight(oldLogp, behaviourLogp []float64, cap float64) float64 {
+	return math.Min(math.Exp(meanDiff(oldLogp, behaviourLogp)), cap)
+}
+
+// meanDiff is (1/n) Σ_t (a_t - b_t), 0 for n = 0.
+func meanDiff(a, b []float64) float64 {
+	if len(a) == 0 {
+		return 0
+	}
+	d := 0.0
+	for t := range a {
+		d += a[t] - b[t]
+	}
+	return d / float64(len(a))
+}
+
+// SoftOverlongPunishment is DAPO's length-aware reward term R_length (Yu et
+// al. 2025, eq. 13), with L_max = lMax and the punishment interval
+// L_cache = lCache:
+//
+//	R_length(y) = 0                                  if |y| ≤ L_max - L_cache
+//	              ((L_max - L_cache) - |y|) / L_cache  if L_max - L_cache < |y| ≤ L_max
+//	              -1                                 if |y| > L_max
+//
+// A completion the sampler cut off (truncated) never finished, so it counts
+// as longer than L_max. lCache ≤ 0 turns the term off.
+func SoftOverlongPunishment(length int, truncated bool, lMax, lCache int) float64 {
+	switch {
+	case lCache <= 0:
+		return 0
+	case truncated || length > lMax:
+		return -1
+	case length <= lMax-lCache:
+		return 0
+	default:
+		return float64(lMax-lCache-length) / float64(lCache)
+	}
 }

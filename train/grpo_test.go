@@ -142,16 +142,21 @@ func TestTruncatedISWeight(t *testing.T) {
 func TestTokenWeights(t *testing.T) {
 	lengths := []int{2, 0, 4}
 	tests := []struct {
-		agg  string
-		want []float64
+		agg    string
+		maxLen int
+		want   []float64
 	}{
-		{"token-mean", []float64{1.0 / 6, 0, 1.0 / 6}},
-		{"seq-mean-token-mean", []float64{1.0 / 4, 0, 1.0 / 8}},
-		{"seq-mean-token-sum", []float64{1.0 / 2, 0, 1.0 / 2}},
+		{"token-mean", 8, []float64{1.0 / 6, 0, 1.0 / 6}},
+		{"seq-mean-token-mean", 8, []float64{1.0 / 4, 0, 1.0 / 8}},
+		{"seq-mean-token-sum", 8, []float64{1.0 / 2, 0, 1.0 / 2}},
+		// Dr. GRPO: 2 sequences × L_max 8, whatever their lengths.
+		{"seq-sum-constant", 8, []float64{1.0 / 16, 0, 1.0 / 16}},
+		// an L_max below the longest sequence (4) is raised to it: 1/(2·4)
+		{"seq-sum-constant", 3, []float64{1.0 / 8, 0, 1.0 / 8}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.agg, func(t *testing.T) {
-			got := TokenWeights(tt.agg, lengths)
+			got := TokenWeights(tt.agg, lengths, tt.maxLen)
 			for i := range tt.want {
 				near(t, "w", got[i], tt.want[i])
 			}

@@ -6,6 +6,8 @@ type LossConfig struct {
 	KLCoef            float64
 	KLEstimator       string
 	LossAgg           string
+	MaxLen            int    // L_max of loss_agg "seq-sum-constant": sample.max_new_tokens
+	Ratio             string // "token" (GRPO, PPO) or "sequence" (GSPO)
 	ISCorrection      string // "none" or "truncated"
 	ISCap             float64
 }
@@ -32,46 +34,53 @@ type LossStats struct {
 	Tokens   int
 }
 
-// GRPOLoss returns the loss
+// GRPOLoss returns the loss and dL/dlogp for every token: the cotangent the
+// model backpropagates. With the token ratio (GRPO)
 //
-//	L = Σ_i Σ_t w_it · ( -tis_it · min(ρA, clip(ρ)A) + β · KL_it )
+//	L = Σ_i Σ_t w_it · ( -tis_it · min(ρ_it A_i, clip(ρ_it) A_i) + β · KL_it )
 //
-// with w from TokenWeights, and dL/dlogp for every token: the cotangent the
-// model backpropagates. KL is left out when β is 0.
+// with w from TokenWeights; with the sequence ratio (GSPO) the policy term
+// is GSPO's, a mean over sequences, and the KL stays per token:
+//
+//	L = (1/G) Σ_i -tis_i · min(s_i A_i, clip(s_i) A_i) + Σ_i Σ_t w_it · β · KL_it
+//
+// KL is left out when β is 0 (Ref is then never read).
 func GRPOLoss(cfg LossConfig, seqs []SeqInput) (LossStats, [][]float64) {
 	lengths := make([]int, len(seqs))
+	nonEmpty := 0
 	for i, s := range seqs {
 		lengths[i] = len(s.Logp)
+		if lengths[i] > 0 {
+			nonEmpty++
+		}
 	}
-	weights := TokenWeights(cfg.LossAgg, lengths)
+	weights := TokenWeights(cfg.LossAgg, lengths, cfg.MaxLen)
 	grads := make([][]float64, len(seqs))
 	var st LossStats
 	clippedTokens := 0
 	for i, s := range seqs {
 		grads[i] = make([]float64, len(s.Logp))
-		for t, lp := range s.Logp {
-			ratio := Ratio(lp, s.Old[t])
-			obj, dObj, clipped := ClippedSurrogate(ratio, s.Advantage, cfg.ClipLow, cfg.ClipHigh)
-			tis := 1.0
-			if cfg.ISCorrection == "truncated" {
-				tis = TruncatedISWeight(s.Old[t], s.Behaviour[t], cfg.ISCap)
-			}
-			l := -tis * obj
-			g := -tis * dObj
-			if cfg.KLCoef > 0 {
+		if len(s.Logp) == 0 {
+			continue
+		}
+		var pol policyTerm
+		if cfg.Ratio == "sequence" {
+			pol = sequencePolicyTerm(cfg, s, 1/float64(nonEmpty), grads[i])
+		} else {
+			pol = tokenPolicyTerm(cfg, s, weights[i], grads[i])
+		}
+		st.Loss += pol.loss
+		st.ISWeight += pol.isSum
+		clippedTokens += pol.clipped
+		if cfg.KLCoef > 0 {
+			for t, lp := range s.Logp {
 				kl, dKL := KL(cfg.KLEstimator, lp, s.Ref[t])
-				l += cfg.KLCoef * kl
-				g += cfg.KLCoef * dKL
+				st.Loss += weights[i] * cfg.KLCoef * kl
+				grads[i][t] += weights[i] * cfg.KLCoef * dKL
 				st.KL += kl
 			}
-			st.Loss += weights[i] * l
-			grads[i][t] = weights[i] * g
-			st.ISWeight += tis
-			if clipped {
-				clippedTokens++
-			}
-			st.Tokens++
 		}
+		st.Tokens += len(s.Logp)
 	}
 	if st.Tokens > 0 {
 		n := float64(st.Tokens)
@@ -80,4 +89,54 @@ func GRPOLoss(cfg LossConfig, seqs []SeqInput) (LossStats, [][]float64) {
 		st.ClipFrac = float64(clippedTokens) / n
 	}
 	return st, grads
+}
+
+// policyTerm is one sequence's share of the clipped surrogate: its weighted
+// loss, the sum of its tokens' IS weights and how many of its tokens were
+// clipped.
+type policyTerm struct {
+	loss, isSum float64
+	clipped     int
+}
+
+// tokenPolicyTerm is GRPO's per-token surrogate, weighted by w; it adds its
+// gradient to grad.
+func tokenPolicyTerm(cfg LossConfig, s SeqInput, w float64, grad []float64) policyTerm {
+	var p policyTerm
+	for t, lp := range s.Logp {
+		obj, dObj, clipped := ClippedSurrogate(Ratio(lp, s.Old[t]), s.Advantage, cfg.ClipLow, cfg.ClipHigh)
+		tis := 1.0
+		if cfg.ISCorrection == "truncated" {
+			tis = TruncatedISWeight(s.Old[t], s.Behaviour[t], cfg.ISCap)
+		}
+		p.loss += w * -tis * obj
+		grad[t] += w * -tis * dObj
+		p.isSum += tis
+		if clipped {
+			p.clipped++
+		}
+	}
+	return p
+}
+
+// sequencePolicyTerm is GSPO's surrogate of one sequence, weighted by w (1/G):
+// the objective clips the sequence ratio s_i, and since ds_i/dlogp_t =
+// s_i/|y_i| every token gets the same share of its gradient. A clipped
+// sequence clips all its tokens.
+func sequencePolicyTerm(cfg LossConfig, s SeqInput, w float64, grad []float64) policyTerm {
+	n := len(s.Logp)
+	obj, dObj, clipped := ClippedSurrogate(SequenceRatio(s.Logp, s.Old), s.Advantage, cfg.ClipLow, cfg.ClipHigh)
+	tis := 1.0
+	if cfg.ISCorrection == "truncated" {
+		tis = SequenceTruncatedISWeight(s.Old, s.Behaviour, cfg.ISCap)
+	}
+	g := w * -tis * dObj / float64(n)
+	for t := range grad {
+		grad[t] += g
+	}
+	p := policyTerm{loss: w * -tis * obj, isSum: tis * float64(n)}
+	if clipped {
+		p.clipped = n
+	}
+	return p
 }

@@ -2,8 +2,10 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -221,13 +223,24 @@ func (p *ModelPolicy) Load(ctx context.Context, dir string) error {
 	}
 	p.refreshSnapshot()
 	if p.Ref != nil {
-		ref, err := model.Load(filepath.Join(dir, "reference"), &cfg)
+		ref, err := loadReference(dir, &cfg)
 		if err != nil {
 			return err
 		}
 		return p.Ref.Model.CopyWeightsFrom(ref.Model)
 	}
 	return nil
+}
+
+// loadReference loads the checkpoint's reference/. A run without a KL term
+// (grpo.kl_coef = 0) saves none, so the checkpoint cannot give a run with
+// one its reference: that is said, not reported as a missing file.
+func loadReference(dir string, cfg *model.Config) (*model.Checkpoint, error) {
+	path := filepath.Join(dir, "reference")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("load reference: %s has no reference/ (saved with grpo.kl_coef = 0): resume with grpo.kl_coef=0, or set run.resume=never", dir)
+	}
+	return model.Load(path, cfg)
 }
 
 // ModelReference is the frozen reference policy.

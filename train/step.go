@@ -91,18 +91,42 @@ func (t *Trainer) recordCompletions(step int, groups []*group) error {
 }
 
 // advantages fills each group's advantages and returns the step's reward
-// metrics.
+// metrics. DAPO's soft overlong punishment is added to the rewards the
+// advantages see, not to the verdicts: the reward metrics and
+// rollouts.jsonl keep what the scorer gave.
 func (t *Trainer) advantages(groups []*group) event.Metrics {
 	g := t.cfg.GRPO
 	m, batch := rewardMetrics(groups, g.StdEps)
-	zero := 0
-	for _, gr := range groups {
-		rewards := make([]float64, len(gr.verdicts))
-		valid := make([]bool, len(gr.verdicts))
+	// DAPO's L_max is sample.max_new_tokens, its L_cache grpo.overlong_buffer.
+	overlong := func(s Sample) float64 {
+		return g.OverlongPenalty * SoftOverlongPunishment(len(s.Tokens), s.Truncated, t.cfg.Sample.MaxNewTokens, g.OverlongBuffer)
+	}
+	rewards := make([][]float64, len(groups))
+	valid := make([][]bool, len(groups))
+	var all []float64 // the valid shaped rewards
+	shaped := 0.0
+	for gi, gr := range groups {
+		rewards[gi], valid[gi] = make([]float64, len(gr.verdicts)), make([]bool, len(gr.verdicts))
 		for i, v := range gr.verdicts {
-			rewards[i], valid[i] = v.Reward, !v.Infra
+			r := overlong(gr.samples[i])
+			rewards[gi][i], valid[gi][i] = v.Reward+r, !v.Infra
+			if !v.Infra {
+				all = append(all, v.Reward+r)
+				shaped += r
+			}
 		}
-		gr.adv, gr.ok = GroupAdvantages(rewards, valid, g.ScaleRewards, batch.Std, g.LeaveOneOut, g.StdEps)
+	}
+	if len(all) > 0 {
+		m.OverlongReward = shaped / float64(len(all))
+	}
+	if g.OverlongBuffer > 0 {
+		// scale_rewards "batch" divides by the std of the rewards the
+		// advantages see, as "group" does.
+		batch = RewardStats(all, nil, g.StdEps)
+	}
+	zero := 0
+	for gi, gr := range groups {
+		gr.adv, gr.ok = GroupAdvantages(rewards[gi], valid[gi], g.ScaleRewards, batch.Std, g.LeaveOneOut, g.StdEps)
 		if !gr.ok {
 			zero++
 		}
@@ -180,7 +204,7 @@ func (t *Trainer) update(ctx context.Context, seqs []Sequence, inputs []SeqInput
 		}
 	}
 	lc := LossConfig{ClipLow: g.ClipLow, ClipHigh: g.ClipHigh, KLCoef: g.KLCoef, KLEstimator: g.KLEstimator,
-		LossAgg: g.LossAgg, ISCorrection: g.ISCorrection, ISCap: g.ISCap}
+		LossAgg: g.LossAgg, MaxLen: t.cfg.Sample.MaxNewTokens, Ratio: g.Ratio, ISCorrection: g.ISCorrection, ISCap: g.ISCap}
 	if ref == nil {
 		lc.KLCoef = 0
 	}
