@@ -155,7 +155,7 @@ func (s *syncSource) next(ctx context.Context, step int, phase string) ([]*group
 		if !g.DynamicSampling {
 			break
 		}
-		want = min(g.PromptsPerStep-countVaried(groups, g.StdEps), g.MaxGroups-len(groups))
+		want = min(g.PromptsPerStep-s.t.countVaried(groups), g.MaxGroups-len(groups))
 	}
 	return groups, tm, nil
 }
@@ -176,21 +176,17 @@ func (t *Trainer) scoreGroups(ctx context.Context, groups []*group, phase string
 	return errors.Join(errs...)
 }
 
-// varied reports whether a scored group's rewards differ: only such a
-// group has non-zero advantages (the test GroupAdvantages makes).
-func varied(gr *group, eps float64) bool {
-	rewards := make([]float64, len(gr.verdicts))
-	valid := make([]bool, len(gr.verdicts))
-	for i, v := range gr.verdicts {
-		rewards[i], valid[i] = v.Reward, !v.Infra
-	}
-	return !RewardStats(rewards, valid, eps).ZeroStd
+// varied reports whether a scored group's rewards, as its advantages
+// see them, differ: only such a group has non-zero advantages.
+func (t *Trainer) varied(gr *group) bool {
+	rewards, valid, _ := t.shapedRewards(gr)
+	return !RewardStats(rewards, valid, t.cfg.GRPO.StdEps).ZeroStd
 }
 
-func countVaried(groups []*group, eps float64) int {
+func (t *Trainer) countVaried(groups []*group) int {
 	n := 0
 	for _, gr := range groups {
-		if varied(gr, eps) {
+		if t.varied(gr) {
 			n++
 		}
 	}
@@ -317,7 +313,7 @@ func (a *asyncSource) next(ctx context.Context, step int, phase string) ([]*grou
 			continue
 		}
 		groups = append(groups, p.gr)
-		if !g.DynamicSampling || varied(p.gr, g.StdEps) {
+		if !g.DynamicSampling || a.t.varied(p.gr) {
 			trainable++
 		}
 	}

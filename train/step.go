@@ -97,22 +97,17 @@ func (t *Trainer) recordCompletions(step int, groups []*group) error {
 func (t *Trainer) advantages(groups []*group) event.Metrics {
 	g := t.cfg.GRPO
 	m, batch := rewardMetrics(groups, g.StdEps)
-	// DAPO's L_max is sample.max_new_tokens, its L_cache grpo.overlong_buffer.
-	overlong := func(s Sample) float64 {
-		return g.OverlongPenalty * SoftOverlongPunishment(len(s.Tokens), s.Truncated, t.cfg.Sample.MaxNewTokens, g.OverlongBuffer)
-	}
 	rewards := make([][]float64, len(groups))
 	valid := make([][]bool, len(groups))
 	var all []float64 // the valid shaped rewards
 	shaped := 0.0
 	for gi, gr := range groups {
-		rewards[gi], valid[gi] = make([]float64, len(gr.verdicts)), make([]bool, len(gr.verdicts))
-		for i, v := range gr.verdicts {
-			r := overlong(gr.samples[i])
-			rewards[gi][i], valid[gi][i] = v.Reward+r, !v.Infra
-			if !v.Infra {
-				all = append(all, v.Reward+r)
-				shaped += r
+		var r []float64
+		rewards[gi], valid[gi], r = t.shapedRewards(gr)
+		for i, ok := range valid[gi] {
+			if ok {
+				all = append(all, rewards[gi][i])
+				shaped += r[i]
 			}
 		}
 	}
@@ -135,6 +130,22 @@ func (t *Trainer) advantages(groups []*group) event.Metrics {
 		m.FracZeroStd = float64(zero) / float64(len(groups))
 	}
 	return m
+}
+
+// shapedRewards returns the rewards a group's advantages are computed
+// from: the scorer's plus DAPO's overlong term (L_max is
+// sample.max_new_tokens, L_cache grpo.overlong_buffer), which it also
+// returns alone; valid is false for infrastructure failures.
+func (t *Trainer) shapedRewards(gr *group) (rewards []float64, valid []bool, overlong []float64) {
+	g := t.cfg.GRPO
+	n := len(gr.verdicts)
+	rewards, valid, overlong = make([]float64, n), make([]bool, n), make([]float64, n)
+	for i, v := range gr.verdicts {
+		s := gr.samples[i]
+		overlong[i] = g.OverlongPenalty * SoftOverlongPunishment(len(s.Tokens), s.Truncated, t.cfg.Sample.MaxNewTokens, g.OverlongBuffer)
+		rewards[i], valid[i] = v.Reward+overlong[i], !v.Infra
+	}
+	return rewards, valid, overlong
 }
 
 // lossInputs packs the trainable completions: groups with reward variance,
