@@ -4,9 +4,10 @@ split. For each seed in SEEDS (default "1 2") it runs
 
     swetui run --headless run.seed=S run.max_steps=STEPS watchdog.stall_s=0 OVERRIDES
 
-from the warm start shipped for the embedded suite (seeds other than the
-shipped recipe's start from the same warm start, through model.init_ckpt,
-so that the seeds differ in data order and sampling only), then
+from the warm start shipped for the embedded suite (every seed from the
+same one, through model.init_ckpt, so that the seeds differ in data order
+and sampling only; a seed other than the shipped recipe's would otherwise
+train its own), then
 
     swetui eval --ckpt <final checkpoint> --mode MODE --samples SAMPLES
 
@@ -110,22 +111,23 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     log = os.path.join(OUT, "report.log")
     sh([GO, "build", "-o", BIN, "."], log)
-    warm = None
+    # A one-step default run writes the shipped warm start to its sft folder;
+    # every seed starts from that one.
+    warm_dir = os.path.join(OUT, "warmstart")
+    sh([BIN, "run", "--headless", "run.out_dir=" + warm_dir, "run.resume=never", "run.max_steps=1"], log)
+    warm = os.path.join(warm_dir, "sft")
+    if not os.path.exists(os.path.join(warm, "tokenizer.json")):
+        sys.exit("%s holds no warm start: this build ships none that fits the config" % warm)
+    before = evaluate(warm, "warmstart", warm_dir, log)
     results = []
-    for i, seed in enumerate(SEEDS):
+    for seed in SEEDS:
         run_dir = os.path.join(OUT, "seed" + seed)
         args = [BIN, "run", "--headless", "run.seed=" + seed, "run.out_dir=" + run_dir, "run.resume=never",
-                "run.max_steps=%d" % STEPS, "watchdog.stall_s=0"]
+                "run.max_steps=%d" % STEPS, "watchdog.stall_s=0",
+                "model.init_ckpt=" + warm, "model.tokenizer=" + os.path.join(warm, "tokenizer.json")]
         if PHASE:
             args.append("curriculum.phase=" + PHASE)
-        if i > 0:  # the first seed's run wrote the shipped warm start to its sft folder
-            args += ["model.init_ckpt=" + warm, "model.tokenizer=" + os.path.join(warm, "tokenizer.json")]
         _, secs = sh(args + OVERRIDES, log)
-        if i == 0:
-            warm = os.path.join(run_dir, "sft")
-            if not os.path.exists(os.path.join(warm, "tokenizer.json")):
-                sys.exit("%s holds no warm start: the first seed must use the shipped one" % warm)
-            before = evaluate(warm, "warmstart", run_dir, log)
         after = evaluate(latest_checkpoint(run_dir), "seed" + seed, run_dir, log)
         results.append((seed, secs, after, training_summary(run_dir)))
 
