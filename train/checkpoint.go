@@ -270,6 +270,10 @@ func CheckCompatible(dir string, cfg config.Config) error {
 		}
 		fields = append(fields, field{"model." + tag, sv.Field(i).Interface(), hv.Field(i).Interface()})
 	}
+	if saved.GRPO.KLCoef == 0 && cfg.GRPO.KLCoef > 0 {
+		return fmt.Errorf("checkpoint %s does not match this config: its %s says grpo.kl_coef = 0, so it holds no reference for this run's KL term (grpo.kl_coef = %v): resume with grpo.kl_coef=0, or set run.resume=never",
+			dir, configFile, cfg.GRPO.KLCoef)
+	}
 	for _, f := range fields {
 		if !reflect.DeepEqual(f.saved, f.here) {
 			return fmt.Errorf("checkpoint %s does not match this config: its %s says %s = %v, this run has %v (set run.resume=never to start afresh)",

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 )
 
@@ -115,20 +116,32 @@ func TestCheckpointsAreAtomicAndPruned(t *testing.T) {
 }
 
 func TestMismatchedCheckpointIsRefused(t *testing.T) {
-	cfg := testConfig(t, "run.max_steps=1")
-	pol := newBandit(6, 0.5, 3)
-	tr := newTestTrainer(cfg, pol, rewardOf3)
-	drain(tr)
-	if err := tr.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Model.DModel = 64
-	cfg.Run.MaxSteps = 2
-	tr = newTestTrainer(cfg, newBandit(6, 0.5, 3), rewardOf3)
-	drain(tr)
-	err := tr.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "its config.toml says model.d_model = 128, this run has 64") {
-		t.Fatalf("want a refusal naming model.d_model, got %v", err)
+	for _, tt := range []struct {
+		name   string
+		change func(*config.Config)
+		want   string
+	}{
+		{"model", func(c *config.Config) { c.Model.DModel = 64 }, "its config.toml says model.d_model = 128, this run has 64"},
+		// testConfig saves with grpo.kl_coef = 0: no reference to resume a KL term from.
+		{"KL term without a reference", func(c *config.Config) { c.GRPO.KLCoef = 0.02 }, "its config.toml says grpo.kl_coef = 0, so it holds no reference"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, "run.max_steps=1")
+			pol := newBandit(6, 0.5, 3)
+			tr := newTestTrainer(cfg, pol, rewardOf3)
+			drain(tr)
+			if err := tr.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			tt.change(&cfg)
+			cfg.Run.MaxSteps = 2
+			tr = newTestTrainer(cfg, newBandit(6, 0.5, 3), rewardOf3)
+			drain(tr)
+			err := tr.Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("want a refusal containing %q, got %v", tt.want, err)
+			}
+		})
 	}
 }
 
