@@ -172,6 +172,10 @@ type Reward struct {
 	HackPenalty float64 `toml:"hack_penalty"`
 	ReposDir    string  `toml:"repos_dir"`
 	ApplyOnHost bool    `toml:"apply_on_host"`
+	// Shaping terms between apply-only and docker (reward.Weights.Compose).
+	SimilarityWeight float64 `toml:"similarity_weight"`
+	HunkCredit       float64 `toml:"hunk_credit"`
+	RejectNoop       bool    `toml:"reject_noop"`
 }
 
 // Sandbox configures the Docker reward pool.
@@ -296,7 +300,8 @@ func Default() Config {
 			Async: Async{MaxTrajectoryAgeSteps: 1, BufferGroups: 8}},
 		Curriculum: Curriculum{Phase: PhaseSyntax, Auto: true, Window: 20, SyntaxToApply: 0.8,
 			ApplyToDocker: 0.5, StepBackBelow: 0, TaskSampler: SamplerEpoch, PoolFloor: 0.05},
-		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 1, ApplyOnHost: true},
+		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 1, ApplyOnHost: true,
+			SimilarityWeight: 0.5, HunkCredit: 0.5, RejectNoop: true},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest",
 			DiskMB: 1024, TmpMB: 256, CapAdd: []string{}, ReadOnlyRoot: true},

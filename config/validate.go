@@ -150,6 +150,9 @@ func Validate(cfg Config) error {
 		fmt.Sprintf("apply_bonus + test_weight must not exceed 1 (apply_bonus is %v)", w.ApplyBonus))
 	unit("reward.p2p_penalty", w.P2PPenalty)
 	unit("reward.hack_penalty", w.HackPenalty)
+	check(w.SimilarityWeight < 0 || w.SimilarityWeight >= 1, "reward.similarity_weight", w.SimilarityWeight,
+		"must be in [0, 1): at 1 an unresolved patch as similar as the gold one would earn what a resolved patch does")
+	unit("reward.hunk_credit", w.HunkCredit)
 
 	b := cfg.Sandbox
 	positive("sandbox.workers", b.Workers)

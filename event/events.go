@@ -64,6 +64,9 @@ type Metrics struct {
 	ApplyRate     float64 `json:"reward/apply_rate"`
 	ResolvedRate  float64 `json:"reward/resolved_rate"`
 	HackRate      float64 `json:"reward/hack_rate"`
+	Similarity    float64 `json:"reward/similarity"`        // mean patch similarity to the gold patch (0 where not computed)
+	NoopRate      float64 `json:"reward/noop_rate"`         // share of no-op patches
+	HunkRate      float64 `json:"reward/hunk_applied_rate"` // hunks applying over hunks, where counted
 	InfraFailures int     `json:"reward/infra_failures"`
 	// Counts under the original recipe's dashboard names.
 	PatchesNonEmpty int     `json:"swebrl/patches_nonempty"`   // completions with a patch extracted

@@ -27,6 +27,18 @@ type Verdict struct {
 	// verdict is kept). It should never happen; it is counted if it does.
 	ApplyMismatch bool `json:"apply_mismatch,omitempty"`
 
+	// Shaping (phases apply-only and docker, syntax-valid patches).
+	// Similarity is SWE-RL's patch similarity to the gold patch, in [0, 1].
+	Similarity float64 `json:"similarity,omitempty"`
+	// HunksApplied of HunksTotal text hunks apply: all of them for a patch
+	// that applies; for one that does not, those that apply on their own
+	// (both 0 when the base files are unknown).
+	HunksApplied int `json:"hunks_applied,omitempty"`
+	HunksTotal   int `json:"hunks_total,omitempty"`
+	// Noop: the patch changes nothing (a removed line re-added, only
+	// trailing whitespace or blank lines, or a result equal to the base).
+	Noop bool `json:"noop,omitempty"`
+
 	// Tests (phase docker).
 	TestsRun    bool         `json:"tests_run"`
 	F2PPassed   int          `json:"f2p_passed"`

@@ -107,13 +107,18 @@ func instanceKey(id string) string { return "instance@" + id }
 // CheckInstance is Check against an instance's repository at its
 // base_commit: the one registered for the instance, else its repo's.
 func (a *Applier) CheckInstance(ctx context.Context, inst *task.Instance, diff string, p *Patch) (ApplyResult, error) {
-	key := inst.Repo
+	return a.Check(ctx, a.instanceRepo(inst), inst.BaseCommit, diff, p)
+}
+
+// instanceRepo is the repository key of an instance: the one registered
+// for it, else its repo's.
+func (a *Applier) instanceRepo(inst *task.Instance) string {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if _, ok := a.paths[instanceKey(inst.InstanceID)]; ok {
-		key = instanceKey(inst.InstanceID)
+		return instanceKey(inst.InstanceID)
 	}
-	a.mu.Unlock()
-	return a.Check(ctx, key, inst.BaseCommit, diff, p)
+	return inst.Repo
 }
 
 // Close removes a temporary cache folder made by the Applier.
@@ -495,4 +500,25 @@ func capOutput(b []byte) string {
 		return string(b[:outputCap]) + "\n[... output truncated]"
 	}
 	return string(b)
+}
+
+// ReadFiles returns the contents at an instance's base_commit of those of
+// paths that exist there as files (path -> content; a symlink's is its
+// target): the base files of the shaping terms. An error is an
+// infrastructure failure, as for Check.
+func (a *Applier) ReadFiles(ctx context.Context, inst *task.Instance, paths []string) (map[string]string, error) {
+	key := a.instanceRepo(inst)
+	gitDir, err := a.gitDir(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read files: %w", err)
+	}
+	files, err := a.readFiles(ctx, gitDir, inst.BaseCommit, paths)
+	if err != nil {
+		return nil, fmt.Errorf("read files: repo %s: %w", key, err)
+	}
+	out := make(map[string]string, len(files))
+	for _, f := range files {
+		out[f.path] = string(f.data)
+	}
+	return out, nil
 }

@@ -26,6 +26,14 @@
 //     (touch tests or their settings, shadow the runner, reach into it or
 //     around it, forge protocol lines): a flagged patch is never resolved
 //     and, by default (reward.hack_penalty = 1), worth nothing.
+//   - Between apply-only and docker, shaping terms make the reward denser
+//     (shaping.go): SWE-RL's patch similarity to the gold patch
+//     (PatchSimilarity of the files' changes, re-diffed where the base
+//     files are known; Ratio is Python's SequenceMatcher ratio), per-hunk
+//     credit for a patch that does not apply as a whole (HunksApplying) and
+//     the no-op check (NoopDiff) that keeps a patch changing nothing from
+//     any of it. The base files come from the Applier, read once per group;
+//     without them the terms use the diffs as written.
 //   - Weights.Compose turns the components into the reward; the
 //     event.Verdict keeps every component, and the patch, so that a reward
 //     can be explained; the trainer, rollouts.jsonl, the score report and the

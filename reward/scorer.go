@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,6 +121,7 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 	// Extraction first (microseconds), so that duplicates are known.
 	first := map[string]int{}
 	var todo []int
+	parsed := make([]*Patch, len(texts)) // the syntax-valid ones, for shaping
 	for i, t := range texts {
 		start := time.Now()
 		r := &results[i]
@@ -145,12 +147,18 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 		}
 		r.Durations.Extract = time.Since(start)
 		if r.SyntaxOK {
+			parsed[i] = e.Patch
 			if _, dup := first[r.Patch]; dup {
 				continue // scored once, copied below
 			}
 			first[r.Patch] = i
 		}
 		todo = append(todo, i)
+	}
+	// The shaping terms' base files are read once for the group.
+	var sh *shaping
+	if phase != config.PhaseSyntax && s.Weights.shapingOn() && slices.ContainsFunc(parsed, func(p *Patch) bool { return p != nil }) {
+		sh = s.newShaping(ctx, inst, parsed)
 	}
 	var wg sync.WaitGroup
 	for _, i := range todo {
@@ -165,6 +173,9 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 			defer wg.Done()
 			start := time.Now()
 			s.deepen(ctx, inst, r, phase)
+			if sh != nil {
+				sh.shape(r, parsed[i])
+			}
 			r.Reward = s.Weights.Compose(r)
 			r.Durations.Total = r.Durations.Extract + time.Since(start)
 		}()

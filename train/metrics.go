@@ -13,7 +13,7 @@ import (
 func rewardMetrics(groups []*group, stdEps float64) (event.Metrics, GroupStats) {
 	var m event.Metrics
 	var all []float64
-	n := 0
+	n, hunks, hunksApplied := 0, 0, 0
 	for _, gr := range groups {
 		for _, v := range gr.verdicts {
 			if v.Infra {
@@ -26,6 +26,10 @@ func rewardMetrics(groups []*group, stdEps float64) (event.Metrics, GroupStats) 
 			m.ApplyRate += b2f(v.Applied)
 			m.ResolvedRate += b2f(v.Resolved)
 			m.HackRate += b2f(len(v.Hacks) > 0)
+			m.Similarity += v.Similarity
+			m.NoopRate += b2f(v.Noop)
+			hunks += v.HunksTotal
+			hunksApplied += v.HunksApplied
 			m.PatchesNonEmpty += int(b2f(v.Patch != ""))
 			m.PatchesApplied += int(b2f(v.Applied))
 			m.TestsPassed += v.F2PPassed + v.P2PPassed
@@ -39,6 +43,11 @@ func rewardMetrics(groups []*group, stdEps float64) (event.Metrics, GroupStats) 
 		m.ApplyRate /= float64(n)
 		m.ResolvedRate /= float64(n)
 		m.HackRate /= float64(n)
+		m.Similarity /= float64(n)
+		m.NoopRate /= float64(n)
+	}
+	if hunks > 0 {
+		m.HunkRate = float64(hunksApplied) / float64(hunks)
 	}
 	return m, batch
 }
