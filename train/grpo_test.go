@@ -196,21 +196,28 @@ func TestGRPOLossGradientFiniteDifference(t *testing.T) {
 				{Advantage: 0.8, Logp: []float64{-1.1, -0.3, -2}, Old: []float64{-1, -0.35, -2.5}, Ref: []float64{-1.3, -0.2, -1.9}, Behaviour: []float64{-1.2, -0.3, -2.4}},
 				{Advantage: -1.3, Logp: []float64{-0.5, -4}, Old: []float64{-0.45, -3.9}, Ref: []float64{-0.6, -3}, Behaviour: []float64{-0.4, -3.95}},
 			}
-			_, grads := GRPOLoss(cfg, seqs)
-			const h = 1e-6
-			for i := range seqs {
-				for j := range seqs[i].Logp {
-					orig := seqs[i].Logp[j]
-					seqs[i].Logp[j] = orig + h
-					up, _ := GRPOLoss(cfg, seqs)
-					seqs[i].Logp[j] = orig - h
-					down, _ := GRPOLoss(cfg, seqs)
-					seqs[i].Logp[j] = orig
-					fd := (up.Loss - down.Loss) / (2 * h)
-					if math.Abs(fd-grads[i][j]) > 1e-5 {
-						t.Errorf("%s/%s seq %d tok %d: analytic %.8f, finite difference %.8f", est, agg, i, j, grads[i][j], fd)
-					}
-				}
+			checkLossGradient(t, est+"/"+agg, cfg, seqs)
+		}
+	}
+}
+
+// checkLossGradient compares GRPOLoss's dL/dlogp with central finite
+// differences of its loss.
+func checkLossGradient(t *testing.T, name string, cfg LossConfig, seqs []SeqInput) {
+	t.Helper()
+	_, grads := GRPOLoss(cfg, seqs)
+	const h = 1e-6
+	for i := range seqs {
+		for j := range seqs[i].Logp {
+			orig := seqs[i].Logp[j]
+			seqs[i].Logp[j] = orig + h
+			up, _ := GRPOLoss(cfg, seqs)
+			seqs[i].Logp[j] = orig - h
+			down, _ := GRPOLoss(cfg, seqs)
+			seqs[i].Logp[j] = orig
+			fd := (up.Loss - down.Loss) / (2 * h)
+			if math.Abs(fd-grads[i][j]) > 1e-5 {
+				t.Errorf("%s seq %d tok %d: analytic %.8f, finite difference %.8f", name, i, j, grads[i][j], fd)
 			}
 		}
 	}

@@ -176,22 +176,7 @@ func TestGSPOLossGradientFiniteDifference(t *testing.T) {
 				// s = e^0.5 with A > 0: clipped, only the KL moves the loss
 				{Advantage: 1, Logp: []float64{-1, -1}, Old: []float64{-1.5, -1.5}, Ref: []float64{-0.9, -1.2}, Behaviour: []float64{-1.4, -1.6}},
 			}
-			_, grads := GRPOLoss(cfg, seqs)
-			const h = 1e-6
-			for i := range seqs {
-				for j := range seqs[i].Logp {
-					orig := seqs[i].Logp[j]
-					seqs[i].Logp[j] = orig + h
-					up, _ := GRPOLoss(cfg, seqs)
-					seqs[i].Logp[j] = orig - h
-					down, _ := GRPOLoss(cfg, seqs)
-					seqs[i].Logp[j] = orig
-					fd := (up.Loss - down.Loss) / (2 * h)
-					if math.Abs(fd-grads[i][j]) > 1e-5 {
-						t.Errorf("%s/%s seq %d tok %d: analytic %.8f, finite difference %.8f", est, agg, i, j, grads[i][j], fd)
-					}
-				}
-			}
+			checkLossGradient(t, est+"/"+agg, cfg, seqs)
 		}
 	}
 }
