@@ -131,15 +131,16 @@ func TestComposeShaping(t *testing.T) {
 	}{
 		{"applies, similar 0.8", event.Verdict{Phase: ao, SyntaxOK: true, Applied: true, Similarity: 0.8}, 0.3 + 0.7*0.5*0.8},
 		{"applies, no oracle", event.Verdict{Phase: ao, SyntaxOK: true, Applied: true}, 0.3},
-		{"1 of 4 hunks, similar 0.4", event.Verdict{Phase: ao, SyntaxOK: true, HunksApplied: 1, HunksTotal: 4, Similarity: 0.4}, 0.3*0.5*0.25 + 0.7*0.5*0.4},
+		{"1 of 4 hunks, similar 0.4", event.Verdict{Phase: ao, SyntaxOK: true, HunksApplied: 1, HunksTotal: 4, Similarity: 0.4}, 0.3*0.125 + 0.7*0.5*0.4*0.125}, // A = 0.5·1/4
 		{"no hunk applies", event.Verdict{Phase: ao, SyntaxOK: true, HunksTotal: 2}, 0},
+		{"does not apply, similar 0.9: nothing", event.Verdict{Phase: ao, SyntaxOK: true, HunksTotal: 1, Similarity: 0.9}, 0},
 		{"noop", event.Verdict{Phase: ao, SyntaxOK: true, Applied: true, Noop: true, Similarity: 0.9, HunksApplied: 1, HunksTotal: 1}, 0},
 		{"hack: no similarity", event.Verdict{Phase: ao, SyntaxOK: true, Applied: true, Similarity: 1, Hacks: []string{HackTouchesTests}}, 0},
 		{"syntax phase ignores it", event.Verdict{Phase: config.PhaseSyntax, SyntaxOK: true, Similarity: 1}, 0.3},
 		{"docker resolved, similar 0.2", event.Verdict{Phase: dk, SyntaxOK: true, Applied: true, F2PPassed: 2, F2PTotal: 2, P2PTotal: 2, Resolved: true, Similarity: 0.2}, 1},
 		{"docker half the f2p, similar 1", event.Verdict{Phase: dk, SyntaxOK: true, Applied: true, F2PPassed: 1, F2PTotal: 2, Similarity: 1}, 0.3 + 0.7*(0.5+0.5*0.5)},
 		{"docker unresolved, similar 1", event.Verdict{Phase: dk, SyntaxOK: true, Applied: true, F2PTotal: 2, Similarity: 1}, 0.3 + 0.7*0.5},
-		{"docker not applied, 1 of 2 hunks", event.Verdict{Phase: dk, SyntaxOK: true, HunksApplied: 1, HunksTotal: 2, Similarity: 0.6, F2PTotal: 1}, 0.3*0.25 + 0.7*0.5*0.6},
+		{"docker not applied, 1 of 2 hunks", event.Verdict{Phase: dk, SyntaxOK: true, HunksApplied: 1, HunksTotal: 2, Similarity: 0.6, F2PTotal: 1}, 0.3*0.25 + 0.7*0.5*0.6*0.25}, // A = 0.5·1/2
 		{"docker noop keeps passing tests", event.Verdict{Phase: dk, SyntaxOK: true, Applied: true, Noop: true, F2PPassed: 1, F2PTotal: 1, Resolved: true}, 0.7},
 	}
 	for _, tt := range tests {

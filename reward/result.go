@@ -32,13 +32,13 @@ func WeightsFrom(c config.Reward) Weights {
 // Compose computes the reward of r from its components in its phase:
 //
 //	syntax:     apply_bonus if the diff is well formed and non-empty
-//	apply-only: apply_bonus·A + test_weight·similarity_weight·S
-//	docker:     apply_bonus·A + test_weight·(F + (1−F)·similarity_weight·S)
+//	apply-only: apply_bonus·A + test_weight·similarity_weight·S·A
+//	docker:     apply_bonus·A + test_weight·(F + (1−F)·similarity_weight·S·A)
 //	            − p2p_penalty·p2p_broken/p2p_total
 //
 // where A is 1 if the patch applies, else hunk_credit·hunks_applied/
 // hunks_total (the hunks that apply on their own), S the patch similarity
-// to the gold patch and F = f2p_passed/f2p_total (1 when resolved with no
+// to the gold patch, counted as far as the patch applies (S·A), and F = f2p_passed/f2p_total (1 when resolved with no
 // FAIL_TO_PASS tests, as the harness counts an empty category as passing;
 // 0 when no tests ran). Apply-only is thus docker with no test passed. With
 // similarity_weight < 1 only a resolved patch earns the whole test weight.
@@ -65,11 +65,14 @@ func (w Weights) Compose(r *event.Verdict) float64 {
 		case r.HunksTotal > 0 && !flagged:
 			a = w.HunkCredit * float64(r.HunksApplied) / float64(r.HunksTotal)
 		}
-		if r.SyntaxOK && !flagged {
-			s = r.Similarity
-		}
 		if r.Noop && w.RejectNoop {
-			a, s = 0, 0
+			a = 0
+		}
+		// Similarity counts as far as the patch applies: paid for a patch
+		// that does not apply at all, it outweighed applying (measured: the
+		// held-out apply rate fell from 38-44% to 13-21%).
+		if r.SyntaxOK && !flagged {
+			s = r.Similarity * a
 		}
 		if r.Phase == config.PhaseDocker && r.Applied {
 			switch {

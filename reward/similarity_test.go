@@ -281,12 +281,12 @@ func TestScorerShaping(t *testing.T) {
 	if want := cfg.ApplyBonus + cfg.TestWeight*cfg.SimilarityWeight; !fix.Applied || fix.Similarity != 1 || math.Abs(fix.Reward-want) > 1e-9 {
 		t.Errorf("fix: applied %v similarity %v reward %v, want %v", fix.Applied, fix.Similarity, fix.Reward, want)
 	}
-	// One of two hunks applies: half the hunk credit, and its similarity
-	// from the diff as written.
+	// One of two hunks applies: half the hunk credit (A = 0.25), and its
+	// similarity from the diff as written, counted as far as it applies.
 	if half.Applied || half.HunksApplied != 1 || half.HunksTotal != 2 || half.Similarity <= 0 {
 		t.Errorf("two hunks: %+v", half)
 	}
-	if want := cfg.ApplyBonus*cfg.HunkCredit*0.5 + cfg.TestWeight*cfg.SimilarityWeight*half.Similarity; math.Abs(half.Reward-want) > 1e-9 {
+	if want := cfg.ApplyBonus*cfg.HunkCredit*0.5 + cfg.TestWeight*cfg.SimilarityWeight*half.Similarity*cfg.HunkCredit*0.5; math.Abs(half.Reward-want) > 1e-9 {
 		t.Errorf("two hunks: reward %v, want %v", half.Reward, want)
 	}
 	if !nop.Applied || !nop.Noop || nop.Reward != 0 {
