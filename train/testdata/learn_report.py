@@ -19,8 +19,11 @@ apply-only). Measures; asserts nothing. Run it from the repository root.
 
 Environment: STEPS (1000), SEEDS ("1 2"), SAMPLES (8), MODE (docker),
 OUT (runs/learn-report), OVERRIDES (extra key=value, space-separated),
-PHASE (curriculum.phase to start in; default the config's), NAME (a label).
+PHASE (curriculum.phase to start in; default the config's), NAME (a label),
+PARALLEL=1 (run the seeds at the same time, each on a share of the cores;
+the minutes are then each run's wall time under that load).
 """
+import datetime
 import glob
 import json
 import os
@@ -37,6 +40,7 @@ OUT = os.path.abspath(os.environ.get("OUT", "runs/learn-report"))
 OVERRIDES = os.environ.get("OVERRIDES", "").split()
 PHASE = os.environ.get("PHASE", "")
 NAME = os.environ.get("NAME", "")
+PARALLEL = os.environ.get("PARALLEL", "") not in ("", "0")
 GO = os.environ.get("GO", "go")
 BIN = os.path.join(OUT, "swetui")
 
@@ -77,10 +81,15 @@ def training_summary(run_dir):
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         for line in f:
             rows.append(json.loads(line))
+    def when(r):  # seconds since the epoch of a row's RFC 3339 time, nanoseconds cut to micro
+        t = re.sub(r"(\.\d{6})\d*", r"\1", r["time"]).replace("Z", "+00:00")
+        return datetime.datetime.fromisoformat(t).timestamp()
+
     starts, last = {}, None
+    t0 = when(rows[0]) if rows else 0
     for r in rows:
         if r["phase"] != last:
-            starts[r["phase"]] = r["step"]
+            starts[r["phase"]] = "%d (%.1f min)" % (r["step"], (when(r) - t0) / 60)
             last = r["phase"]
     apply_rows = [r for r in rows if r["phase"] == "apply-only"]
 
@@ -88,7 +97,7 @@ def training_summary(run_dir):
         vals = [r.get(key, 0) for r in rs]
         return sum(vals) / len(vals) if vals else float("nan")
 
-    return {"steps": len(rows), "starts": starts,
+    return {"steps": len(rows), "starts": starts, "minutes": (when(rows[-1]) - t0) / 60 if rows else 0,
             "zero_std_apply": mean(apply_rows, "grpo/frac_reward_zero_std"),
             "apply_first": mean(apply_rows[:20], "reward/apply_rate"),
             "apply_last": mean(apply_rows[-20:], "reward/apply_rate"),
@@ -119,21 +128,35 @@ def main():
     if not os.path.exists(os.path.join(warm, "tokenizer.json")):
         sys.exit("%s holds no warm start: this build ships none that fits the config" % warm)
     before = evaluate(warm, "warmstart", warm_dir, log)
-    results = []
-    for seed in SEEDS:
-        run_dir = os.path.join(OUT, "seed" + seed)
-        args = [BIN, "run", "--headless", "run.seed=" + seed, "run.out_dir=" + run_dir, "run.resume=never",
-                "run.max_steps=%d" % STEPS, "watchdog.stall_s=0",
+    def run_args(seed):
+        args = [BIN, "run", "--headless", "run.seed=" + seed, "run.out_dir=" + os.path.join(OUT, "seed" + seed),
+                "run.resume=never", "run.max_steps=%d" % STEPS, "watchdog.stall_s=0",
                 "model.init_ckpt=" + warm, "model.tokenizer=" + os.path.join(warm, "tokenizer.json")]
         if PHASE:
             args.append("curriculum.phase=" + PHASE)
-        _, secs = sh(args + OVERRIDES, log)
+        return args + OVERRIDES
+
+    secs = {}
+    if PARALLEL:  # all seeds at once: each run has a share of the cores
+        begin, procs = time.time(), {}
+        for seed in SEEDS:
+            procs[seed] = subprocess.Popen(run_args(seed), stdout=open(os.path.join(OUT, "seed%s.log" % seed), "w"),
+                                           stderr=subprocess.STDOUT)
+        for seed, p in procs.items():
+            if p.wait() != 0:
+                sys.exit("seed %s failed (exit %d); see %s" % (seed, p.returncode, os.path.join(OUT, "seed%s.log" % seed)))
+            secs[seed] = time.time() - begin
+    results = []
+    for seed in SEEDS:
+        run_dir = os.path.join(OUT, "seed" + seed)
+        if not PARALLEL:
+            _, secs[seed] = sh(run_args(seed), log)
         after = evaluate(latest_checkpoint(run_dir), "seed" + seed, run_dir, log)
-        results.append((seed, secs, after, training_summary(run_dir)))
+        results.append((seed, secs[seed], after, training_summary(run_dir)))
 
     lines = ["# Learning report%s" % (": " + NAME if NAME else ""), "",
-             "`STEPS=%d SEEDS=\"%s\" SAMPLES=%d MODE=%s PHASE=%s OVERRIDES=\"%s\" make learn-report`, %s." % (
-                 STEPS, " ".join(SEEDS), SAMPLES, MODE, PHASE or "(config)", " ".join(OVERRIDES),
+             "`STEPS=%d SEEDS=\"%s\" SAMPLES=%d MODE=%s PHASE=%s PARALLEL=%d OVERRIDES=\"%s\" make learn-report`, %s." % (
+                 STEPS, " ".join(SEEDS), SAMPLES, MODE, PHASE or "(config)", PARALLEL, " ".join(OVERRIDES),
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
              "Held-out split, %d tasks; well-formed over %d replies a task, the rest over the first reply "
              "(the prediction), scored in mode %s." % (before["tasks"], SAMPLES, MODE), "",
@@ -152,7 +175,7 @@ def main():
     lines += ["", "| seed | phase starts (step) | barren groups in apply-only | apply rate, first/last 20 apply-only steps | groups drawn | extra samples |",
               "|---|---|---|---|---|---|"]
     for seed, _, _, t in results:
-        starts = ", ".join("%s %d" % kv for kv in t["starts"].items())
+        starts = ", ".join("%s %s" % kv for kv in t["starts"].items())
         lines.append("| %s | %s | %s | %.2f / %.2f | %d | %d |" % (seed, starts, pct(t["zero_std_apply"]),
                                                              t["apply_first"], t["apply_last"], t["sampled"],
                                                              t["extra_samples"]))
