@@ -296,7 +296,7 @@ func Default() Config {
 			Warmup: 10, Schedule: "constant"},
 		GRPO: GRPO{GroupSize: 4, PromptsPerStep: 2, ClipLow: 0.2, ClipHigh: 0.28, KLCoef: 0.02,
 			KLEstimator: "k3", ScaleRewards: "group", LossAgg: "token-mean", StdEps: 1e-6,
-			ISCorrection: "none", ISCap: 2.0, MaxGroups: 8, Ratio: "token", OverlongPenalty: 1.0,
+			ISCorrection: "none", ISCap: 2.0, DynamicSampling: true, MaxGroups: 8, Ratio: "token", OverlongPenalty: 1.0,
 			Async: Async{MaxTrajectoryAgeSteps: 1, BufferGroups: 8}},
 		Curriculum: Curriculum{Phase: PhaseSyntax, Auto: true, Window: 20, SyntaxToApply: 0.8,
 			ApplyToDocker: 0.5, StepBackBelow: 0, TaskSampler: SamplerEpoch, PoolFloor: 0.05},
