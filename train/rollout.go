@@ -206,6 +206,7 @@ type asyncSource struct {
 	t       *Trainer
 	pending chan *pendingGroup
 	done    atomic.Int64 // steps trained
+	extra   atomic.Int64 // groups taken beyond prompts_per_step, all steps
 	wake    chan struct{}
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -239,8 +240,10 @@ func (a *asyncSource) generate(ctx context.Context, startStep int, cur cursor) {
 	per := a.t.cfg.GRPO.PromptsPerStep
 	age := int64(a.t.cfg.GRPO.Async.MaxTrajectoryAgeSteps)
 	for k := 0; ; k++ {
-		step := int64(startStep + k/per + 1)
-		for a.done.Load() < step-1-age { // too far ahead of training
+		// Groups a step took beyond prompts_per_step (dynamic sampling) do
+		// not move the generator on to a later step.
+		step := func() int64 { return int64(startStep) + (int64(k)-a.extra.Load())/int64(per) + 1 }
+		for a.done.Load() < step()-1-age { // too far ahead of training
 			select {
 			case <-a.wake:
 			case <-ctx.Done():
@@ -286,7 +289,12 @@ func (a *asyncSource) next(ctx context.Context, step int, phase string) ([]*grou
 	if g.DynamicSampling {
 		limit = g.MaxGroups
 	}
-	for trainable := 0; trainable < per && len(groups) < limit; {
+	taken := 0
+	for trainable := 0; trainable < per && len(groups) < limit; taken++ {
+		if taken >= per { // a group dropped or barren: the generator draws one more for this step
+			a.extra.Add(1)
+			a.wakeGenerator()
+		}
 		var p *pendingGroup
 		select {
 		case p = <-a.pending:
@@ -296,6 +304,7 @@ func (a *asyncSource) next(ctx context.Context, step int, phase string) ([]*grou
 		if p == nil {
 			return nil, tm, errors.New("async: generator stopped")
 		}
+
 		select {
 		case <-p.done:
 		case <-ctx.Done():
@@ -322,6 +331,10 @@ func (a *asyncSource) next(ctx context.Context, step int, phase string) ([]*grou
 
 func (a *asyncSource) stepDone(step int) {
 	a.done.Store(int64(step))
+	a.wakeGenerator()
+}
+
+func (a *asyncSource) wakeGenerator() {
 	select {
 	case a.wake <- struct{}{}:
 	default:

@@ -118,9 +118,15 @@ func stepGroups(evs []event.Event) (sizes map[int]map[int]int, varied map[int]ma
 
 func TestDynamicSamplingFillsTheStepWithVariedGroups(t *testing.T) {
 	scorer := perTaskReward{constant: map[string]bool{"t0": true, "t1": true, "t2": true}}
-	for _, dynamic := range []bool{false, true} {
-		cfg := testConfig(t, "run.max_steps=12", "grpo.group_size=4", "grpo.max_groups=6",
-			"grpo.dynamic_sampling="+map[bool]string{false: "false", true: "true"}[dynamic])
+	async := []string{"grpo.async.enabled=true", "grpo.is_correction=truncated", "grpo.async.max_trajectory_age_steps=0"}
+	for _, tt := range []struct {
+		name    string
+		dynamic bool
+		extra   []string
+	}{{"sync", false, nil}, {"sync dynamic", true, nil}, {"async dynamic", true, async}} {
+		dynamic := tt.dynamic
+		cfg := testConfig(t, append([]string{"run.max_steps=12", "grpo.group_size=4", "grpo.max_groups=6",
+			"grpo.dynamic_sampling=" + map[bool]string{false: "false", true: "true"}[dynamic]}, tt.extra...)...)
 		pol := newBandit(6, 0.5, 3)
 		tr := newTestTrainer(cfg, pol, scorer)
 		evs := drain(tr)
@@ -137,17 +143,17 @@ func TestDynamicSamplingFillsTheStepWithVariedGroups(t *testing.T) {
 				}
 			}
 			if m.Groups != n || m.ExtraSamples != 4*max(0, n-2) {
-				t.Fatalf("dynamic=%v step %d: metrics say %d groups, %d extra samples; saw %d groups of 4", dynamic, step, m.Groups, m.ExtraSamples, n)
+				t.Fatalf("%s step %d: metrics say %d groups, %d extra samples; saw %d groups of 4", tt.name, step, m.Groups, m.ExtraSamples, n)
 			}
 			if !dynamic && n != 2 {
 				t.Fatalf("without dynamic sampling step %d drew %d groups, want 2", step, n)
 			}
 			// Dynamic: stop once two groups vary, or at max_groups.
 			if dynamic && !(nVaried == 2 || n == 6) {
-				t.Fatalf("dynamic step %d: %d groups drawn, %d with variance; want 2 varied or 6 drawn", step, n, nVaried)
+				t.Fatalf("%s step %d: %d groups drawn, %d with variance; want 2 varied or 6 drawn", tt.name, step, n, nVaried)
 			}
 			if dynamic && nVaried == 2 && !varied[step][n-1] {
-				t.Fatalf("dynamic step %d drew past its second varied group", step)
+				t.Fatalf("%s step %d drew past its second varied group", tt.name, step)
 			}
 		}
 	}
