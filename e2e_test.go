@@ -408,9 +408,15 @@ func TestKill9HistoryHoldsEachStepOnce(t *testing.T) {
 	for _, r := range rollouts {
 		perStep[int(r["step"].(float64))]++
 	}
+	groups := map[int]int{} // dynamic sampling may draw the one task again
+	for _, m := range metrics {
+		if st, ok := m["step"].(float64); ok {
+			groups[int(st)] = int(m["grpo/groups"].(float64))
+		}
+	}
 	for s := 1; s <= steps; s++ {
-		if perStep[s] != 4 { // one task, G=4
-			t.Errorf("rollouts.jsonl has %d completions of step %d, want 4", perStep[s], s)
+		if want := 4 * groups[s]; want == 0 || perStep[s] != want { // G=4
+			t.Errorf("rollouts.jsonl has %d completions of step %d, want %d (%d groups)", perStep[s], s, want, groups[s])
 		}
 	}
 	var finished []any

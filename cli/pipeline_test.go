@@ -49,7 +49,7 @@ func TestPatchReachesConsoleAndRollouts(t *testing.T) {
 	args := []string{"run", "run.out_dir=" + out,
 		"data.mini_tasks=20", "data.train_limit=1",
 		"model.layers=1", "model.d_model=64", "model.d_ff=128", "model.vocab_size=512", "sample.max_new_tokens=200",
-		"grpo.group_size=4", "grpo.prompts_per_step=1",
+		"grpo.group_size=4", "grpo.prompts_per_step=1", "grpo.dynamic_sampling=false", // one group: 4 rollouts
 		// Enough steps to learn the one gold reply by heart.
 		"sft.steps=100", "sft.batch_size=1", "sft.lr=2e-2", "sft.synthetic_per_task=0", "sft.prompt_loss_weight=0", "sft.heldout_every=0",
 		"curriculum.phase=apply-only", "curriculum.auto=false", "run.max_steps=1", "run.save_every=0", "watchdog.barren_epochs=0"}
