@@ -131,6 +131,9 @@ type Runner struct {
 	// noStorageOpt remembers that the host's storage driver has no size
 	// option.
 	noStorageOpt atomic.Bool
+	// diskBase remembers, per image and writable folders, what they hold
+	// before an evaluation writes (KiB; see diskBaseOf).
+	diskBase sync.Map
 }
 
 // apiTimeout bounds the calls that should be quick (create, copy, attach,
@@ -399,7 +402,8 @@ func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([
 	watched := make(chan struct{})
 	diskC := make(chan struct{})
 	if r.Limits.DiskMB > 0 {
-		go r.watchDisk(id, spec, done, diskC)
+		base, known := r.diskBaseOf(id, spec)
+		go r.watchDisk(id, spec, base, known, done, diskC)
 	}
 	go func() {
 		defer close(watched)
@@ -586,34 +590,51 @@ func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, o
 	}
 }
 
+// diskBaseOf returns what the writable folders of spec's image hold
+// before any step writes, measured in this container (not yet written to)
+// the first time an image is seen and remembered: measured concurrently
+// with the steps, a busy host let fast writes into the base and the bound
+// was never passed. known is false when the measure failed.
+func (r *Runner) diskBaseOf(id string, spec Spec) (kb int64, known bool) {
+	key := spec.Image + "\x00" + strings.Join(writableDirs(spec), "\x00")
+	if v, ok := r.diskBase.Load(key); ok {
+		return v.(int64), true
+	}
+	if kb, known = r.diskUsage(id, spec); known {
+		r.diskBase.Store(key, kb)
+	}
+	return kb, known
+}
+
+// diskUsage is du of the container's writable folders, run by the daemon
+// in the container, in KiB.
+func (r *Runner) diskUsage(id string, spec Spec) (int64, bool) {
+	var buf bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), DiskEvery+5*time.Second)
+	defer cancel()
+	cmd := append([]string{"du", "-skxc", "--"}, writableDirs(spec)...)
+	if _, err := r.step(ctx, id, Spec{User: spec.User}, cmd, &limitedBuffer{b: &buf, max: 1 << 16}); err != nil {
+		return 0, false
+	}
+	return duTotal(buf.String()), true
+}
+
 // watchDisk measures the container's writable folders every DiskEvery
 // until done and closes over when they have grown by more than
-// Limits.DiskMB since the first measure, taken at once (the repository the
-// image holds is no write of the evaluation's). The measure is du, run by
-// the daemon in the container: errors (a container that is going) only
-// skip a round.
-func (r *Runner) watchDisk(id string, spec Spec, done <-chan struct{}, over chan<- struct{}) {
+// Limits.DiskMB over base (the repository the image holds is no write of
+// the evaluation's; without a known base the first measure is taken as
+// it). Errors (a container that is going) only skip a round.
+func (r *Runner) watchDisk(id string, spec Spec, base int64, haveBase bool, done <-chan struct{}, over chan<- struct{}) {
 	t := time.NewTicker(DiskEvery)
 	defer t.Stop()
 	limit := int64(r.Limits.DiskMB) << 10 // KiB
-	cmd := append([]string{"du", "-skxc", "--"}, writableDirs(spec)...)
-	measure := func() (int64, bool) {
-		var buf bytes.Buffer
-		ctx, cancel := context.WithTimeout(context.Background(), DiskEvery+5*time.Second)
-		defer cancel()
-		if _, err := r.step(ctx, id, Spec{User: spec.User}, cmd, &limitedBuffer{b: &buf, max: 1 << 16}); err != nil {
-			return 0, false
-		}
-		return duTotal(buf.String()), true
-	}
-	base, haveBase := measure()
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
 		}
-		kb, ok := measure()
+		kb, ok := r.diskUsage(id, spec)
 		switch {
 		case !ok:
 		case !haveBase:
