@@ -76,3 +76,18 @@ func TestMessagePrinter(t *testing.T) {
 		t.Errorf("printed %q", got)
 	}
 }
+
+func TestResumeCommandResumes(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--headless", "run.out_dir=runs/a"}, "swetui run --headless run.out_dir=runs/a"},
+		{[]string{"--headless", "run.resume=never", "run.seed=2"}, "swetui run --headless run.seed=2 run.resume=auto"},
+		{[]string{"run.name=a b"}, "swetui run 'run.name=a b'"},
+	} {
+		if got := resumeCommand(tt.args); got != tt.want {
+			t.Errorf("resumeCommand(%q) = %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}

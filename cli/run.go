@@ -158,14 +158,23 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 }
 
 // resumeCommand is the command line that continues this run: the same one
-// (run.resume = auto picks the newest checkpoint, or the saved warm start).
+// without a run.resume that would not (run.resume = auto picks the newest
+// checkpoint, or the saved warm start).
 func resumeCommand(args []string) string {
 	parts := []string{"swetui", "run"}
+	dropped := false
 	for _, a := range args {
+		if strings.HasPrefix(a, "run.resume=") { // never or an old path would not resume this run
+			dropped = true
+			continue
+		}
 		if strings.ContainsAny(a, " \t\"'$`\\[]{}*?;&|<>()") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 		parts = append(parts, a)
+	}
+	if dropped {
+		parts = append(parts, "run.resume=auto")
 	}
 	return strings.Join(parts, " ")
 }
