@@ -3,8 +3,10 @@ package train
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -38,10 +40,19 @@ func NewTensorBoard(dir string) (*TensorBoard, error) {
 		return nil, fmt.Errorf("tensorboard: %w", err)
 	}
 	host, _ := os.Hostname()
-	name := fmt.Sprintf("events.out.tfevents.%d.%s", time.Now().Unix(), host)
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		return nil, fmt.Errorf("tensorboard: %w", err)
+	// A run restarted within the second it was killed in must not
+	// truncate its predecessor's file: the pid and O_EXCL keep names apart.
+	var f *os.File
+	for n := 0; ; n++ {
+		name := fmt.Sprintf("events.out.tfevents.%d.%s.%d.%d", time.Now().Unix(), host, os.Getpid(), n)
+		var err error
+		f, err = os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || n >= 100 {
+			return nil, fmt.Errorf("tensorboard: %w", err)
+		}
 	}
 	tb := &TensorBoard{f: f, w: bufio.NewWriter(f)}
 	ev := appendDouble(nil, 1, float64(time.Now().UnixNano())/1e9)

@@ -107,3 +107,24 @@ func TestRepairTensorBoardCutsAndMendsTornRecords(t *testing.T) {
 		t.Fatal("repaired file does not start with a record")
 	}
 }
+
+func TestNewTensorBoardNeverTruncatesAnother(t *testing.T) {
+	dir := t.TempDir()
+	first, err := NewTensorBoard(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Scalars(1, time.Now(), map[string]float64{"sft/loss": 2}); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	second, err := NewTensorBoard(dir) // same process, same second: a new file
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Close()
+	tb, err := ReadTensorBoard(dir)
+	if err != nil || len(tb["sft/loss"]) != 1 {
+		t.Fatalf("the first file's scalar is gone after a second writer opened: %v %v", tb, err)
+	}
+}
