@@ -132,6 +132,7 @@ func (s *syncSource) next(ctx context.Context, step int, phase string) ([]*group
 	g := s.t.cfg.GRPO
 	var groups []*group
 	used := map[string]bool{}
+	varied := 0
 	for want := g.PromptsPerStep; want > 0; {
 		begin := time.Now()
 		batch := make([]*group, 0, want)
@@ -155,7 +156,8 @@ func (s *syncSource) next(ctx context.Context, step int, phase string) ([]*group
 		if !g.DynamicSampling {
 			break
 		}
-		want = min(g.PromptsPerStep-s.t.countVaried(groups), g.MaxGroups-len(groups))
+		varied += s.t.countVaried(batch) // each group judged once
+		want = min(g.PromptsPerStep-varied, g.MaxGroups-len(groups))
 	}
 	return groups, tm, nil
 }

@@ -140,21 +140,6 @@ func drawUniform(seed int64, cur cursor) float64 {
 	return float64(h.Sum64()>>11) / (1 << 53)
 }
 
-// Summary returns, for the phase, how many tasks have been seen and their
-// mean pass rate: what the console and metrics show of the pool.
-func (p *TaskPool) Summary(phase string) (seen int, mean float64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, r := range p.PassRate[phase] {
-		seen++
-		mean += r
-	}
-	if seen > 0 {
-		mean /= float64(seen)
-	}
-	return seen, mean
-}
-
 // MarshalJSON saves the pool under its lock: a checkpoint is written while
 // the async generator may be drawing.
 func (p *TaskPool) MarshalJSON() ([]byte, error) {
