@@ -113,7 +113,8 @@ func (ws *workspace) heldoutExamples(ctx context.Context) ([]train.SFTExample, e
 	if c.Data.Source != task.MiniSource {
 		ws.findRepos(tasks)
 	}
-	ex, _, err := train.SFTExamples(ctx, tasks, ws.prompter, ws.tok, train.SFTData{Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens})
+	ex, _, err := train.SFTExamples(ctx, tasks, ws.prompter, ws.tok, train.SFTData{Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens,
+		ContextLines: c.SFT.ContextLines})
 	return ex, err
 }
 
@@ -246,7 +247,8 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*train.Mo
 func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string, start int, h train.WarmupHooks) (train.SFTResult, error) {
 	c := ws.cfg
 	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, train.SFTData{
-		Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens, Synthetic: c.SFT.SyntheticPerTask, Seed: c.Run.Seed})
+		Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens, Synthetic: c.SFT.SyntheticPerTask, Seed: c.Run.Seed,
+		ContextLines: c.SFT.ContextLines, RenameFrac: c.SFT.RenameFrac})
 	if err != nil {
 		return train.SFTResult{}, err
 	}

@@ -30,14 +30,17 @@ type Config struct {
 
 // Run holds the knobs of one training run as a whole.
 type Run struct {
-	Name      string `toml:"name"`
-	Seed      int64  `toml:"seed"`
-	MaxSteps  int    `toml:"max_steps"`
-	OutDir    string `toml:"out_dir"`
-	SaveEvery int    `toml:"save_every"`
-	KeepLast  int    `toml:"keep_last"`
-	Resume    string `toml:"resume"`
-	SFTFirst  bool   `toml:"sft_first"`
+	Name     string `toml:"name"`
+	Seed     int64  `toml:"seed"`
+	MaxSteps int    `toml:"max_steps"`
+	// MaxMinutes of wall time from the start (warm start included) after
+	// which the run stops at the end of a step, saved; 0 = no limit.
+	MaxMinutes float64 `toml:"max_minutes"`
+	OutDir     string  `toml:"out_dir"`
+	SaveEvery  int     `toml:"save_every"`
+	KeepLast   int     `toml:"keep_last"`
+	Resume     string  `toml:"resume"`
+	SFTFirst   bool    `toml:"sft_first"`
 }
 
 // Data says where tasks come from and which of them are used.
@@ -233,6 +236,12 @@ type SFT struct {
 	// PromptLossWeight > 0 also trains on the prompts' tokens, weighted this
 	// much against the completions'.
 	PromptLossWeight float64 `toml:"prompt_loss_weight"`
+	// ContextLines > 0 cuts the context around each change of the gold
+	// replies to this many lines: fewer lines the policy must copy exactly.
+	ContextLines int `toml:"context_lines"`
+	// RenameFrac of the synthetic fixes have their package folders renamed
+	// to made-up names, in prompt and reply alike.
+	RenameFrac float64 `toml:"rename_frac"`
 	// HeldoutEvery steps the held-out split's gold replies are scored; 0 = never.
 	HeldoutEvery int    `toml:"heldout_every"`
 	Out          string `toml:"out"`

@@ -52,6 +52,7 @@ func Validate(cfg Config) error {
 
 	r := cfg.Run
 	check(r.MaxSteps < 0, "run.max_steps", r.MaxSteps, "must be 0 (no limit) or more")
+	check(r.MaxMinutes < 0, "run.max_minutes", r.MaxMinutes, "must be 0 (no limit) or more")
 	check(r.OutDir == "", "run.out_dir", `""`, "must name a folder")
 	check(r.SaveEvery < 0, "run.save_every", r.SaveEvery, "must be 0 (only at stop) or more")
 	positive("run.keep_last", r.KeepLast)
@@ -194,6 +195,8 @@ func Validate(cfg Config) error {
 	check(cfg.SFT.PromptLossWeight < 0, "sft.prompt_loss_weight", cfg.SFT.PromptLossWeight, "must be 0 (reply only) or more")
 	check(cfg.SFT.HeldoutEvery < 0, "sft.heldout_every", cfg.SFT.HeldoutEvery, "must be 0 (off) or more")
 	check(cfg.SFT.SaveEvery < 0, "sft.save_every", cfg.SFT.SaveEvery, "must be 0 (only when the run stops) or more")
+	unit("sft.rename_frac", cfg.SFT.RenameFrac)
+	check(cfg.SFT.ContextLines < 0, "sft.context_lines", cfg.SFT.ContextLines, "must be 0 (the gold patches as written) or more")
 	check(cfg.SFT.SyntheticPerTask < 0, "sft.synthetic_per_task", cfg.SFT.SyntheticPerTask, "must be 0 (none) or more")
 	check(cfg.Watchdog.StallS < 0, "watchdog.stall_s", cfg.Watchdog.StallS, "must be 0 (off) or more")
 	check(cfg.Watchdog.BarrenEpochs < 0, "watchdog.barren_epochs", cfg.Watchdog.BarrenEpochs, "must be 0 (never stop) or more")

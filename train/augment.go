@@ -221,3 +221,51 @@ func SyntheticFixes(r *rand.Rand, files []CodeFile, n int) (prompts, patches []s
 	}
 	return prompts, patches
 }
+
+// renameSalt keeps the renaming's random stream apart from the fixes' own,
+// so turning it on leaves which fixes are drawn unchanged.
+const renameSalt = 0x9e3779b97f4a7c15
+
+// RenamePackages gives the top-level folders of files made-up names
+// throughout a synthetic example: the prompt's issue and files (not its chat
+// markers) and the patch. A policy shown only the training split's few
+// package names learns to recall a path instead of copying it from the
+// prompt, and then writes a training package's path for a held-out task.
+func RenamePackages(r *rand.Rand, files []CodeFile, prompt, patch string) (string, string) {
+	seen := map[string]bool{}
+	var olds []string
+	for _, f := range files {
+		if dir, _, ok := strings.Cut(f.Path, "/"); ok && !seen[dir] {
+			seen[dir] = true
+			olds = append(olds, dir)
+		}
+	}
+	if len(olds) == 0 {
+		return prompt, patch
+	}
+	names := map[string]string{}
+	var alts []string
+	for _, o := range olds {
+		names[o] = madeUpName(r)
+		alts = append(alts, regexp.QuoteMeta(o))
+	}
+	re := regexp.MustCompile(`\b(` + strings.Join(alts, "|") + `)\b`)
+	rename := func(s string) string { return re.ReplaceAllStringFunc(s, func(o string) string { return names[o] }) }
+	// The prompt's user turn only: the system turn and the markers stay.
+	head := ImStart + "user\n"
+	if i, j := strings.Index(prompt, head), strings.LastIndex(prompt, ImEnd); i >= 0 && j > i {
+		prompt = prompt[:i+len(head)] + rename(prompt[i+len(head):j]) + prompt[j:]
+	}
+	return prompt, rename(patch)
+}
+
+// madeUpName is three consonant-vowel syllables, such as "kavemo".
+func madeUpName(r *rand.Rand) string {
+	const consonants, vowels = "bdfgklmnprstvz", "aeiou"
+	var b strings.Builder
+	for range 3 {
+		b.WriteByte(consonants[r.IntN(len(consonants))])
+		b.WriteByte(vowels[r.IntN(len(vowels))])
+	}
+	return b.String()
+}

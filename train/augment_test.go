@@ -144,3 +144,24 @@ func TestSyntheticFixesAreDistinctAndReproducible(t *testing.T) {
 		t.Errorf("asking for more than exist gave %d, want all %d", len(d), len(Mutations(files[0])))
 	}
 }
+
+func TestRenamePackagesRenamesFoldersInIssueFilesAndPatch(t *testing.T) {
+	files := []CodeFile{{Path: "cobalt/pricing.py", Text: "from cobalt.util import x\ndef f():\n    return x < 1\n"}}
+	prompt := RenderPrompt("Bug in cobalt.pricing.f", files)
+	patch := "diff --git a/cobalt/pricing.py b/cobalt/pricing.py\n--- a/cobalt/pricing.py\n+++ b/cobalt/pricing.py\n@@ -1,3 +1,3 @@\n from cobalt.util import x\n def f():\n-    return x < 1\n+    return x <= 1\n"
+	p, d := RenamePackages(rand.New(rand.NewPCG(1, 2)), files, prompt, patch)
+	name := madeUpName(rand.New(rand.NewPCG(1, 2)))
+	if len(name) != 6 || strings.Contains(p, "cobalt") || strings.Contains(d, "cobalt") {
+		t.Fatalf("name %q; prompt %q\npatch %q", name, p, d)
+	}
+	if p != strings.ReplaceAll(prompt, "cobalt", name) || d != strings.ReplaceAll(patch, "cobalt", name) {
+		t.Fatalf("renamed prompt %q\npatch %q, want cobalt -> %s everywhere", p, d, name)
+	}
+	if !strings.HasPrefix(p, ImStart+"system\n"+SystemPrompt) {
+		t.Fatalf("chat markers changed: %q", p)
+	}
+	// A word that only contains the folder's name is left alone.
+	if p, _ := RenamePackages(rand.New(rand.NewPCG(1, 2)), files, RenderPrompt("cobalts", nil), ""); !strings.Contains(p, "cobalts") {
+		t.Fatalf("renamed inside a word: %q", p)
+	}
+}

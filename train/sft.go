@@ -90,6 +90,12 @@ type SFTData struct {
 	// list the files it shows.
 	Synthetic int
 	Seed      int64
+	// ContextLines > 0 trims each gold reply's context to this many lines
+	// around a change (task.TrimContext).
+	ContextLines int
+	// RenameFrac of the synthetic fixes get made-up package names
+	// (RenamePackages).
+	RenameFrac float64
 }
 
 // FileLister is a Prompter that can say which files a prompt shows: its
@@ -103,14 +109,18 @@ type FileLister interface {
 // tokens and the whole within the context (the prompt is cut from the front
 // when needed). skipped counts the gold completions that do not fit.
 func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok Tokenizer, d SFTData) (out []SFTExample, skipped int, err error) {
-	add := func(ex SFTExample, prompt, completion string) bool {
-		c := tok.Encode(completion)
+	add := func(ex SFTExample, prompt, patch string) (bool, error) {
+		patch, err := task.TrimContext(patch, d.ContextLines)
+		if err != nil {
+			return false, fmt.Errorf("sft: gold reply of %s: %w", ex.InstanceID, err)
+		}
+		c := tok.Encode(GoldCompletion(patch))
 		if len(c) > d.MaxNew {
-			return false
+			return false, nil
 		}
 		ex.Seq = Sequence{Prompt: FitPrompt(tok.Encode(prompt), d.Context, len(c)), Completion: c}
 		out = append(out, ex)
-		return true
+		return true, nil
 	}
 	lister, _ := p.(FileLister)
 	if d.Synthetic == 0 {
@@ -127,7 +137,11 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 		} else if text, err = p.Prompt(ctx, inst); err != nil {
 			return nil, 0, fmt.Errorf("sft: prompt %s: %w", inst.InstanceID, err)
 		}
-		if !add(SFTExample{InstanceID: inst.InstanceID}, text, GoldCompletion(inst.Patch)) {
+		ok, err := add(SFTExample{InstanceID: inst.InstanceID}, text, inst.Patch)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !ok {
 			skipped++
 		}
 		if lister == nil {
@@ -135,8 +149,14 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 		}
 		r := rand.New(rand.NewPCG(uint64(d.Seed), uint64(i)))
 		prompts, patches := SyntheticFixes(r, files, d.Synthetic)
+		rr := rand.New(rand.NewPCG(uint64(d.Seed)^renameSalt, uint64(i)))
 		for k := range prompts {
-			add(SFTExample{InstanceID: fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1), Synthetic: true}, prompts[k], GoldCompletion(patches[k]))
+			if d.RenameFrac > 0 && rr.Float64() < d.RenameFrac {
+				prompts[k], patches[k] = RenamePackages(rr, files, prompts[k], patches[k])
+			}
+			if _, err := add(SFTExample{InstanceID: fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1), Synthetic: true}, prompts[k], patches[k]); err != nil {
+				return nil, 0, err
+			}
 		}
 	}
 	return out, skipped, nil

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/swetui/swetui/task"
@@ -109,5 +110,43 @@ func TestSFTBatchCotangents(t *testing.T) {
 	}
 	if batch[0].Prompt[1] != 2 || len(batch[0].Completion) != 2 {
 		t.Error("sftBatch changed its input")
+	}
+}
+
+// runeTokenizer gives each byte one token, so a reply decodes back.
+type runeTokenizer struct{}
+
+func (runeTokenizer) Encode(s string) []int {
+	out := make([]int, len(s))
+	for i := range len(s) {
+		out[i] = int(s[i])
+	}
+	return out
+}
+
+func (runeTokenizer) Decode(toks []int) string {
+	b := make([]byte, len(toks))
+	for i, t := range toks {
+		b[i] = byte(t)
+	}
+	return string(b)
+}
+
+func TestSFTExamplesTrimTheGoldContext(t *testing.T) {
+	const patch = "--- a/x\n+++ b/x\n@@ -1,7 +1,7 @@\n a\n b\n c\n-d\n+D\n e\n f\n g\n"
+	tasks := []*task.Instance{{InstanceID: "a", Patch: patch}}
+	d := SFTData{Context: 512, MaxNew: 256, ContextLines: 1}
+	ex, _, err := SFTExamples(context.Background(), tasks, staticPrompter{}, runeTokenizer{}, d)
+	if err != nil || len(ex) != 1 {
+		t.Fatalf("examples %v err %v", ex, err)
+	}
+	want := GoldCompletion("--- a/x\n+++ b/x\n@@ -3,3 +3,3 @@\n c\n-d\n+D\n e\n")
+	if got := (runeTokenizer{}).Decode(ex[0].Seq.Completion); got != want {
+		t.Fatalf("completion %q, want %q", got, want)
+	}
+	// A gold patch the trim cannot read is an error naming its task.
+	tasks[0].Patch = "--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n"
+	if _, _, err := SFTExamples(context.Background(), tasks, staticPrompter{}, runeTokenizer{}, d); err == nil || !strings.Contains(err.Error(), "gold reply of a") {
+		t.Fatalf("error %v, want one naming task a", err)
 	}
 }

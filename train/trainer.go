@@ -201,8 +201,20 @@ func (t *Trainer) loop(ctx context.Context) (reason string, err error) {
 				t.warn(event.Error, err.Error())
 			}
 		}
+		if t.pastTimeBudget() {
+			return TimeBudgetReason, nil
+		}
 	}
 	return "finished", nil
+}
+
+// TimeBudgetReason is the stop reason of a run that used its run.max_minutes.
+const TimeBudgetReason = "finished: run.max_minutes reached"
+
+// pastTimeBudget reports that run.max_minutes have passed since the start.
+func (t *Trainer) pastTimeBudget() bool {
+	lim := t.cfg.Run.MaxMinutes
+	return lim > 0 && time.Since(t.started) >= time.Duration(lim*float64(time.Minute))
 }
 
 func cutGRPO(c *Cut) int {

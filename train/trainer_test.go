@@ -173,3 +173,21 @@ func TestWarmupRunsOnlyOnAFreshRun(t *testing.T) {
 		t.Fatalf("resumed run warmed up again (%d calls)", calls)
 	}
 }
+
+func TestMaxMinutesStopsTheRunAfterAStep(t *testing.T) {
+	cfg := testConfig(t, "run.max_minutes=1e-9") // passed by the end of the first step
+	tr := newTestTrainer(cfg, newBandit(6, 0.5, 7), rewardOf3)
+	evs := drain(tr)
+	if err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var stopped event.Stopped
+	for _, ev := range <-evs {
+		if s, ok := ev.(event.Stopped); ok {
+			stopped = s
+		}
+	}
+	if stopped.Step != 1 || stopped.Reason != TimeBudgetReason {
+		t.Fatalf("stopped at step %d (%q), want step 1 (%q)", stopped.Step, stopped.Reason, TimeBudgetReason)
+	}
+}

@@ -61,6 +61,8 @@ type Recipe struct {
 	LR           float64     `json:"sft_lr"`
 	Synthetic    int         `json:"sft_synthetic_per_task"`
 	PromptWeight float64     `json:"sft_prompt_loss_weight"`
+	ContextLines int         `json:"sft_context_lines,omitempty"` // absent: the gold patches as written
+	RenameFrac   float64     `json:"sft_rename_frac,omitempty"`
 	Seed         int64       `json:"seed"`
 }
 
@@ -83,7 +85,8 @@ func RecipeOf(cfg config.Config) Recipe {
 	m := cfg.Model
 	return Recipe{Data: d, Model: Arch{m.Layers, m.DModel, m.Heads, m.KVHeads, m.DFF, m.Context, m.VocabSize, m.RopeTheta},
 		MaxNewTokens: cfg.Sample.MaxNewTokens, BatchSize: cfg.SFT.BatchSize, LR: cfg.SFT.LR,
-		Synthetic: cfg.SFT.SyntheticPerTask, PromptWeight: cfg.SFT.PromptLossWeight, Seed: cfg.Run.Seed}
+		Synthetic: cfg.SFT.SyntheticPerTask, PromptWeight: cfg.SFT.PromptLossWeight,
+		ContextLines: cfg.SFT.ContextLines, RenameFrac: cfg.SFT.RenameFrac, Seed: cfg.Run.Seed}
 }
 
 // InputsHash is the SHA-256 of texts, each length-prefixed.

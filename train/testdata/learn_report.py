@@ -17,11 +17,14 @@ resolved; and applied and resolved over every reply), the warm start first, plus
 each phase began, barren groups, apply rate at the start and the end of
 apply-only). Measures; asserts nothing. Run it from the repository root.
 
-Environment: STEPS (1000), SEEDS ("1 2"), SAMPLES (8), MODE (docker),
+Environment: STEPS (1000; 0 = no limit), MINUTES (run.max_minutes: each
+run's wall-time budget; default none), SEEDS ("1 2"), SAMPLES (8), MODE (docker),
 OUT (runs/learn-report), OVERRIDES (extra key=value, space-separated),
 PHASE (curriculum.phase to start in; default the config's), NAME (a label),
 PARALLEL=1 (run the seeds at the same time, each on a share of the cores;
-the minutes are then each run's wall time under that load).
+the minutes are then each run's wall time under that load), WARM (a warm
+start checkpoint, e.g. one `swetui sft --export` wrote, to start from
+instead of the shipped one).
 """
 import datetime
 import glob
@@ -33,6 +36,7 @@ import sys
 import time
 
 STEPS = int(os.environ.get("STEPS", "1000"))
+MINUTES = os.environ.get("MINUTES", "")
 SEEDS = os.environ.get("SEEDS", "1 2").split()
 SAMPLES = int(os.environ.get("SAMPLES", "8"))
 MODE = os.environ.get("MODE", "docker")
@@ -41,6 +45,7 @@ OVERRIDES = os.environ.get("OVERRIDES", "").split()
 PHASE = os.environ.get("PHASE", "")
 NAME = os.environ.get("NAME", "")
 PARALLEL = os.environ.get("PARALLEL", "") not in ("", "0")
+WARM = os.path.abspath(os.environ["WARM"]) if os.environ.get("WARM") else ""
 GO = os.environ.get("GO", "go")
 BIN = os.path.join(OUT, "swetui")
 
@@ -123,8 +128,12 @@ def main():
     # A one-step default run writes the shipped warm start to its sft folder;
     # every seed starts from that one.
     warm_dir = os.path.join(OUT, "warmstart")
-    sh([BIN, "run", "--headless", "run.out_dir=" + warm_dir, "run.resume=never", "run.max_steps=1"], log)
-    warm = os.path.join(warm_dir, "sft")
+    if WARM:
+        warm = WARM
+        os.makedirs(warm_dir, exist_ok=True)
+    else:
+        sh([BIN, "run", "--headless", "run.out_dir=" + warm_dir, "run.resume=never", "run.max_steps=1"], log)
+        warm = os.path.join(warm_dir, "sft")
     if not os.path.exists(os.path.join(warm, "tokenizer.json")):
         sys.exit("%s holds no warm start: this build ships none that fits the config" % warm)
     before = evaluate(warm, "warmstart", warm_dir, log)
@@ -132,6 +141,8 @@ def main():
         args = [BIN, "run", "--headless", "run.seed=" + seed, "run.out_dir=" + os.path.join(OUT, "seed" + seed),
                 "run.resume=never", "run.max_steps=%d" % STEPS, "watchdog.stall_s=0",
                 "model.init_ckpt=" + warm, "model.tokenizer=" + os.path.join(warm, "tokenizer.json")]
+        if MINUTES:
+            args.append("run.max_minutes=" + MINUTES)
         if PHASE:
             args.append("curriculum.phase=" + PHASE)
         return args + OVERRIDES
@@ -155,8 +166,8 @@ def main():
         results.append((seed, secs[seed], after, training_summary(run_dir)))
 
     lines = ["# Learning report%s" % (": " + NAME if NAME else ""), "",
-             "`STEPS=%d SEEDS=\"%s\" SAMPLES=%d MODE=%s PHASE=%s PARALLEL=%d OVERRIDES=\"%s\" make learn-report`, %s." % (
-                 STEPS, " ".join(SEEDS), SAMPLES, MODE, PHASE or "(config)", PARALLEL, " ".join(OVERRIDES),
+             "`%s%sSTEPS=%d SEEDS=\"%s\" SAMPLES=%d MODE=%s PHASE=%s PARALLEL=%d OVERRIDES=\"%s\" make learn-report`, %s." % (
+                 "WARM=%s " % os.environ["WARM"] if WARM else "", "MINUTES=%s " % MINUTES if MINUTES else "", STEPS, " ".join(SEEDS), SAMPLES, MODE, PHASE or "(config)", PARALLEL, " ".join(OVERRIDES),
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
              "Held-out split, %d tasks; well-formed over %d replies a task, the rest over the first reply "
              "(the prediction), scored in mode %s." % (before["tasks"], SAMPLES, MODE), "",
@@ -170,8 +181,8 @@ def main():
             pct(r["all_resolved"]))
 
     lines.append(row("warm start", 0, before))
-    for seed, secs, r, _ in results:
-        lines.append(row("seed %s, %d steps" % (seed, STEPS), secs, r))
+    for seed, secs, r, t in results:
+        lines.append(row("seed %s, %d steps" % (seed, t["steps"]), secs, r))
     lines += ["", "| seed | phase starts (step) | barren groups in apply-only | apply rate, first/last 20 apply-only steps | groups drawn | extra samples |",
               "|---|---|---|---|---|---|"]
     for seed, _, _, t in results:
