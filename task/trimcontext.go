@@ -9,68 +9,67 @@ import (
 
 var hunkHeader = regexp.MustCompile(`^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$`)
 
-// TrimContext keeps at most n lines of context before the first and after
+// TrimContext keeps at most keep lines of context before the first and after
 // the last change of each hunk of a unified diff, with the hunk headers
 // recounted: the same edit, with fewer lines a writer must copy exactly.
 // git apply and patch read it as they read the original (a hunk keeps at
 // least one line of context where it had one, so it is never taken for
 // -U0). Context between two changes of a hunk is kept. Lines outside hunks
-// are copied as they are. n < 1 returns patch unchanged; a hunk whose body
+// are copied as they are. keep < 1 returns patch unchanged; a hunk whose body
 // does not match its header is an error naming it.
-func TrimContext(patch string, n int) (string, error) {
-	if n < 1 {
+func TrimContext(patch string, keep int) (string, error) {
+	if keep < 1 {
 		return patch, nil
 	}
-	lines := strings.SplitAfter(patch, "\n")
-	if lines[len(lines)-1] == "" {
+	lines := strings.Split(patch, "\n")
+	ended := lines[len(lines)-1] == "" // the patch's last line has its newline
+	if ended {
 		lines = lines[:len(lines)-1]
 	}
-	var out strings.Builder
+	var out []string
 	for i := 0; i < len(lines); {
-		m := hunkHeader.FindStringSubmatch(strings.TrimRight(lines[i], "\r\n"))
+		m := hunkHeader.FindStringSubmatch(strings.TrimSuffix(lines[i], "\r"))
 		if m == nil {
-			out.WriteString(lines[i])
+			out = append(out, lines[i])
 			i++
 			continue
 		}
 		h := strings.TrimSpace(lines[i])
 		oldStart, oldCount := hunkNumbers(m[1], m[2])
 		newStart, newCount := hunkNumbers(m[3], m[4])
-		// The body: lines until both counts are used up, each with any
-		// "\ No newline at end of file" marker that follows it.
+		// The body as PatchFiles reads it, then held to the header: each line
+		// with any "\ No newline at end of file" marker that follows it.
+		rest := lines[i+1:]
+		n := hunkLength(lines[i], rest)
 		var body [][]string
-		for o, w, j := oldCount, newCount, i+1; o > 0 || w > 0; j++ {
-			if j >= len(lines) {
-				return "", fmt.Errorf("trim context: hunk %q: body shorter than its header says", h)
-			}
-			l := lines[j]
-			switch l[0] {
-			case ' ', '\n', '\r':
-				o--
-				w--
-			case '-':
-				o--
-			case '+':
-				w--
+		o, w := 0, 0
+		for _, l := range rest[:n] {
+			switch {
+			case strings.HasPrefix(l, `\`):
+				if len(body) > 0 {
+					body[len(body)-1] = append(body[len(body)-1], l)
+				}
+				continue
+			case strings.HasPrefix(l, "-"):
+				o++
+			case strings.HasPrefix(l, "+"):
+				w++
 			default:
-				return "", fmt.Errorf("trim context: hunk %q: line %d is not a hunk line", h, j+1)
+				o++
+				w++
 			}
-			if o < 0 || w < 0 {
-				return "", fmt.Errorf("trim context: hunk %q: body longer than its header says", h)
-			}
-			entry := []string{l}
-			if j+1 < len(lines) && strings.HasPrefix(lines[j+1], `\`) {
-				j++
-				entry = append(entry, lines[j])
-			}
-			body = append(body, entry)
-			i = j
+			body = append(body, []string{l})
 		}
-		i++
-		if i < len(lines) && strings.ContainsRune(" +-", rune(lines[i][0])) && !strings.HasPrefix(lines[i], "--- ") {
+		switch {
+		case o > oldCount || w > newCount || n < len(rest) && rest[n] != "" && strings.ContainsRune(" +-", rune(rest[n][0])) && !strings.HasPrefix(rest[n], "--- "):
 			return "", fmt.Errorf("trim context: hunk %q: body longer than its header says", h)
+		case (o < oldCount || w < newCount) && n < len(rest):
+			return "", fmt.Errorf("trim context: hunk %q: line %d is not a hunk line", h, i+n+2)
+		case o < oldCount || w < newCount:
+			return "", fmt.Errorf("trim context: hunk %q: body shorter than its header says", h)
 		}
-		isContext := func(e []string) bool { return e[0][0] != '-' && e[0][0] != '+' }
+		i += 1 + n
+		isContext := func(e []string) bool { return !strings.HasPrefix(e[0], "-") && !strings.HasPrefix(e[0], "+") }
 		lead := 0
 		for lead < len(body) && isContext(body[lead]) {
 			lead++
@@ -79,7 +78,7 @@ func TrimContext(patch string, n int) (string, error) {
 		for trail < len(body)-lead && isContext(body[len(body)-1-trail]) {
 			trail++
 		}
-		dropLead, dropTrail := max(lead-n, 0), max(trail-n, 0)
+		dropLead, dropTrail := max(lead-keep, 0), max(trail-keep, 0)
 		if lead == len(body) { // all context: nothing to trim around
 			dropLead, dropTrail = 0, 0
 		}
@@ -87,12 +86,15 @@ func TrimContext(patch string, n int) (string, error) {
 		newStart += dropLead
 		oldCount -= dropLead + dropTrail
 		newCount -= dropLead + dropTrail
-		fmt.Fprintf(&out, "@@ -%s +%s @@%s\n", headerRange(oldStart, oldCount), headerRange(newStart, newCount), m[5])
+		out = append(out, fmt.Sprintf("@@ -%s +%s @@%s", headerRange(oldStart, oldCount), headerRange(newStart, newCount), m[5]))
 		for _, e := range body[dropLead : len(body)-dropTrail] {
-			out.WriteString(strings.Join(e, ""))
+			out = append(out, e...)
 		}
 	}
-	return out.String(), nil
+	if ended {
+		out = append(out, "")
+	}
+	return strings.Join(out, "\n"), nil
 }
 
 // hunkNumbers reads a hunk header's "start[,count]" (count defaults to 1).
