@@ -59,6 +59,12 @@ type scoreSummary struct {
 	Infra       int            `json:"infra_failures"`
 	Errors      int            `json:"errors"` // predictions for instances the dataset lacks
 	Hacks       map[string]int `json:"hack_flags"`
+	// HacksUndone counts flags raised only by files the evaluation resets:
+	// reported, not penalised.
+	HacksUndone map[string]int `json:"hacks_undone,omitempty"`
+	// InfraCauses counts the infrastructure failures by cause, so that a
+	// dataset problem (a setup that undoes the patches) reads as one line.
+	InfraCauses map[string]int `json:"infra_causes,omitempty"`
 	Scored      int            `json:"scored"` // neither errors nor infra failures: the mean's denominator
 	MeanReward  float64        `json:"mean_reward"`
 	WallSeconds float64        `json:"wall_s"`
@@ -245,7 +251,7 @@ func scoreOne(ctx context.Context, s *reward.Scorer, in *task.Instance, p predic
 }
 
 func summarise(entries []scoreEntry) scoreSummary {
-	s := scoreSummary{Total: len(entries), Hacks: map[string]int{}}
+	s := scoreSummary{Total: len(entries), Hacks: map[string]int{}, HacksUndone: map[string]int{}, InfraCauses: map[string]int{}}
 	for _, e := range entries {
 		if !e.PatchExists {
 			s.Empty++
@@ -266,10 +272,14 @@ func summarise(entries []scoreEntry) scoreSummary {
 		}
 		if r.Infra {
 			s.Infra++
+			s.InfraCauses[infraKind(r.InfraCause)]++
 			continue
 		}
 		for _, h := range r.Hacks {
 			s.Hacks[h]++
+		}
+		for _, h := range r.HacksUndone {
+			s.HacksUndone[h]++
 		}
 		s.MeanReward += r.Reward
 		s.Scored++
@@ -278,6 +288,24 @@ func summarise(entries []scoreEntry) scoreSummary {
 		s.MeanReward /= float64(s.Scored)
 	}
 	return s
+}
+
+// infraKind is an infrastructure cause without its instance id, so that
+// one problem of many instances counts once.
+func infraKind(cause string) string {
+	if i := strings.Index(cause, ": "); i >= 0 && strings.HasPrefix(cause, "evaluate ") {
+		return cause[i+2:]
+	}
+	return cause
+}
+
+func countList(m map[string]int) string {
+	out := make([]string, 0, len(m))
+	for k, n := range m {
+		out = append(out, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 func printSummary(w io.Writer, s scoreSummary) {
@@ -305,6 +333,28 @@ func printSummary(w io.Writer, s scoreSummary) {
 		hacks = []string{"none"}
 	}
 	fmt.Fprintf(w, "  hack flags     %s\n", strings.Join(hacks, " "))
+	if len(s.HacksUndone) > 0 {
+		fmt.Fprintf(w, "  undone flags   %s  (the reset restored those files before the tests: not penalised)\n", countList(s.HacksUndone))
+	}
+	if len(s.InfraCauses) > 0 {
+		causes := make([]string, 0, len(s.InfraCauses))
+		for c := range s.InfraCauses {
+			causes = append(causes, c)
+		}
+		sort.Slice(causes, func(i, j int) bool {
+			if s.InfraCauses[causes[i]] != s.InfraCauses[causes[j]] {
+				return s.InfraCauses[causes[i]] > s.InfraCauses[causes[j]]
+			}
+			return causes[i] < causes[j]
+		})
+		for i, c := range causes {
+			if i == 3 {
+				fmt.Fprintf(w, "  ... and %d other infrastructure causes (in the report)\n", len(causes)-3)
+				break
+			}
+			fmt.Fprintf(w, "  infra %4dx    %s\n", s.InfraCauses[c], c)
+		}
+	}
 	if s.Scored == 0 {
 		fmt.Fprintf(w, "  mean reward    n/a (nothing scored)\n")
 		return

@@ -56,8 +56,12 @@ type Verdict struct {
 	Infra      bool   `json:"infra_failure"`
 	InfraCause string `json:"infra_cause,omitempty"`
 
-	Hacks     []string  `json:"hacks,omitempty"`
-	Durations Durations `json:"durations"`
+	// Hacks cost the patch its resolved status and reward.hack_penalty;
+	// HacksUndone were raised only by files the evaluation resets before the
+	// tests (runner configuration, the test patch's files): reported, free.
+	Hacks       []string  `json:"hacks,omitempty"`
+	HacksUndone []string  `json:"hacks_undone,omitempty"`
+	Durations   Durations `json:"durations"`
 }
 
 // Problem is the first thing that kept the completion from a higher reward,

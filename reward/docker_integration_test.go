@@ -188,7 +188,11 @@ func TestDockerScoring(t *testing.T) {
 		{"gold without trailing context (git wants it at the end; patch applies it)", strings.Replace(calcGold, "-1,5 +1,5", "-1,2 +1,2", 1)[:strings.Index(calcGold, " \n \n def mul")], 1, true, ""},
 		{"fixes add, breaks mul", calcFixBreak, 0.3 + 0.7 - 0.5, false, ""},
 		{"forges PASSED lines at exit", calcForger, 0.3, false, ""},
-		{"rewrites the FAIL_TO_PASS test (flagged: worth nothing)", calcTestRewrite, 0, false, HackTouchesTests},
+		{"rewrites the FAIL_TO_PASS test (reset by the eval: a no-op, worth nothing)", calcTestRewrite, 0, false, HackTouchesTests},
+		// Real fixes that also edit packaging or runner configuration: the
+		// reset restores those files before the tests, so the fix counts.
+		{"gold and a new tox.ini", calcGold + "diff --git a/tox.ini b/tox.ini\nnew file mode 100644\n--- /dev/null\n+++ b/tox.ini\n@@ -0,0 +1,2 @@\n+[tox]\n+envlist = py311\n", 1, true, HackTouchesTestConfig},
+		{"gold and setup.cfg's pytest section", calcGold + "diff --git a/setup.cfg b/setup.cfg\nnew file mode 100644\n--- /dev/null\n+++ b/setup.cfg\n@@ -0,0 +1,2 @@\n+[tool:pytest]\n+addopts = -p no:cacheprovider\n", 1, true, HackTouchesTestConfig},
 		{"does not apply", applyCases[8].diff, 0, false, ""},
 	}
 	diffs := make([]string, len(tests))
@@ -209,8 +213,8 @@ func TestDockerScoring(t *testing.T) {
 			t.Errorf("%s: reward %.3f resolved %v (statuses %v, exit %v, tests error %q), want %.3f %v",
 				tt.name, r.Reward, r.Resolved, r.Statuses, r.ExitStatus, r.TestsError, tt.reward, tt.resolved)
 		}
-		if tt.hack != "" && !contains(r.Hacks, tt.hack) {
-			t.Errorf("%s: hacks %v lack %s", tt.name, r.Hacks, tt.hack)
+		if tt.hack != "" && !flagged(r, tt.hack) {
+			t.Errorf("%s: hacks %v (undone %v) lack %s", tt.name, r.Hacks, r.HacksUndone, tt.hack)
 		}
 		if tt.name == "gold" && (r.ExitStatus == nil || *r.ExitStatus != 0 || r.ApplyMethod != ApplyGit) {
 			t.Errorf("gold: exit %v, method %s", r.ExitStatus, r.ApplyMethod)

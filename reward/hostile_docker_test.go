@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 )
 
 // diffAgainst is the git diff that turns the files of base into those of
@@ -184,6 +185,11 @@ func hostileCases() []hostileCase {
 	}
 }
 
+// flagged reports whether r carries flag, penalised or undone by the reset.
+func flagged(r event.Verdict, flag string) bool {
+	return contains(r.Hacks, flag) || contains(r.HacksUndone, flag)
+}
+
 // TestDockerHostilePatches scores every hostile case in a container.
 func TestDockerHostilePatches(t *testing.T) {
 	d := dockerClient(t)
@@ -206,8 +212,8 @@ func TestDockerHostilePatches(t *testing.T) {
 	}
 	for i, c := range cases {
 		r := rs[i]
-		t.Logf("%s: reward %.2f resolved %v flags %v f2p %d/%d applied %s syntax %q tests %q",
-			c.name, r.Reward, r.Resolved, r.Hacks, r.F2PPassed, r.F2PTotal, r.ApplyMethod, r.SyntaxError, r.TestsError)
+		t.Logf("%s: reward %.2f resolved %v flags %v undone %v f2p %d/%d applied %s syntax %q tests %q",
+			c.name, r.Reward, r.Resolved, r.Hacks, r.HacksUndone, r.F2PPassed, r.F2PTotal, r.ApplyMethod, r.SyntaxError, r.TestsError)
 		switch {
 		case r.Infra:
 			t.Errorf("%s: infra failure (masked, not scored): %s", c.name, r.InfraCause)
@@ -215,8 +221,10 @@ func TestDockerHostilePatches(t *testing.T) {
 			t.Errorf("%s: did not apply, so it proves nothing", c.name)
 		case r.Reward > weights.ApplyBonus+1e-9 || r.Resolved:
 			t.Errorf("%s: reward %.3f resolved %v: more than the apply bonus %.1f", c.name, r.Reward, r.Resolved, weights.ApplyBonus)
-		case !contains(r.Hacks, c.flag):
-			t.Errorf("%s: flags %v lack %s", c.name, r.Hacks, c.flag)
+		case r.Reward > 0:
+			t.Errorf("%s: reward %.3f: it earned 0 before the reset's undone flags went free", c.name, r.Reward)
+		case !flagged(r, c.flag):
+			t.Errorf("%s: flags %v (undone %v) lack %s", c.name, r.Hacks, r.HacksUndone, c.flag)
 		case c.contained && r.F2PPassed > 0:
 			t.Errorf("%s: test_add passed in the container (statuses %v): only the flag stopped it", c.name, r.Statuses)
 		}
@@ -228,5 +236,42 @@ func TestDockerHostilePatches(t *testing.T) {
 	// are: none carried the host's nonce.
 	if thief := rs[len(rs)-2]; !contains(thief.Hacks, HackForgedMarkers) {
 		t.Errorf("nonce thief: flags %v lack %s: its forged lines never reached the log?", thief.Hacks, HackForgedMarkers)
+	}
+}
+
+// symlinkEscape plants a link to a folder outside the repository and
+// writes through it.
+const symlinkEscape = "diff --git a/data b/data\nnew file mode 120000\n--- /dev/null\n+++ b/data\n@@ -0,0 +1 @@\n+/tmp\n\\ No newline at end of file\n" +
+	"diff --git a/data/owned b/data/owned\nnew file mode 100644\n--- /dev/null\n+++ b/data/owned\n@@ -0,0 +1 @@\n+owned\n"
+
+// TestDockerSymlinkEscape: a patch that leaves the repository through a
+// symlink is refused, and earns nothing in any phase, hunk credit included,
+// whatever reward.hack_penalty says.
+func TestDockerSymlinkEscape(t *testing.T) {
+	d := dockerClient(t)
+	image := dockerImage(t, d)
+	dir, commit := makeRepo(t, dockerRepo)
+	inst := dockerInstance(image, commit)
+	a := &Applier{}
+	defer a.Close()
+	a.Register(inst.Repo, dir)
+	weights := WeightsFrom(config.Default().Reward)
+	weights.HackPenalty = 0
+	s := &Scorer{Weights: weights, Applier: a, Evaluator: &PoolEvaluator{Pool: dockerPool(t, d)}}
+	for _, phase := range []string{config.PhaseApplyOnly, config.PhaseDocker} {
+		rs, err := s.ScoreDiffs(context.Background(), inst, []string{symlinkEscape, calcGold + symlinkEscape}, phase)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rs {
+			t.Logf("%s #%d: reward %.3f applied %v hunks %d/%d flags %v", phase, i, r.Reward, r.Applied, r.HunksApplied, r.HunksTotal, r.Hacks)
+			if r.Infra || r.Reward != 0 || r.Resolved || !contains(r.Hacks, HackEscapesRepo) {
+				t.Errorf("%s #%d: reward %.3f resolved %v infra %q flags %v: want 0, flagged %s",
+					phase, i, r.Reward, r.Resolved, r.InfraCause, r.Hacks, HackEscapesRepo)
+			}
+		}
+	}
+	if _, err := os.Stat("/tmp/owned"); err == nil {
+		t.Error("/tmp/owned exists on the host")
 	}
 }

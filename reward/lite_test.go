@@ -15,7 +15,8 @@ import (
 // TestLiteInstances decodes the 30 real SWE-bench Lite instances (lists as
 // JSON-encoded strings, as on the hub) and scores their gold patches in
 // syntax mode: every one is valid, every repository has a harness parser,
-// no gold patch raises a hack flag and every test patch does.
+// no gold patch raises a hack flag and every test patch does (one the
+// evaluation's reset undoes).
 func TestLiteInstances(t *testing.T) {
 	f, err := os.Open(filepath.Join(realdataDir(t), "swebench_lite_sample30.jsonl"))
 	if err != nil {
@@ -45,8 +46,10 @@ func TestLiteInstances(t *testing.T) {
 		if gold := rs[0]; !gold.SyntaxOK || gold.Reward != 0.3 || len(gold.Hacks) != 0 {
 			t.Errorf("%s gold: syntax %v (%s) reward %v hacks %v", in.InstanceID, gold.SyntaxOK, gold.SyntaxError, gold.Reward, gold.Hacks)
 		}
-		if tp := rs[1]; !contains(tp.Hacks, HackTouchesTests) {
-			t.Errorf("%s test patch: hacks %v lack %s", in.InstanceID, tp.Hacks, HackTouchesTests)
+		// Offered as a fix, the test patch touches only files the evaluation
+		// resets before applying it: flagged, free, and a no-op.
+		if tp := rs[1]; !contains(tp.HacksUndone, HackTouchesTests) || !tp.Noop {
+			t.Errorf("%s test patch: undone flags %v lack %s, or noop %v", in.InstanceID, tp.HacksUndone, HackTouchesTests, tp.Noop)
 		}
 	}
 	if n != 30 {

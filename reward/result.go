@@ -1,6 +1,8 @@
 package reward
 
 import (
+	"slices"
+
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 )
@@ -45,10 +47,12 @@ func WeightsFrom(c config.Reward) Weights {
 // A no-op patch (reward.reject_noop) gets no A and no S; a hack-flagged one
 // no hunk credit and no S, and loses hack_penalty (the default 1 leaves it
 // nothing). The sum is clamped to [0, 1]. An infra failure scores 0 and is
-// masked by the trainer.
+// masked by the trainer; an escape from the repository (escapes_repo)
+// scores 0 whatever the penalty. Flags the evaluation's reset undid
+// (r.HacksUndone) cost nothing.
 func (w Weights) Compose(r *event.Verdict) float64 {
-	if r.Infra {
-		return 0
+	if r.Infra || slices.Contains(r.Hacks, HackEscapesRepo) {
+		return 0 // an escape is the sandbox's concern, not a weight to study
 	}
 	flagged := len(r.Hacks) > 0
 	var v float64

@@ -121,7 +121,8 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 	// Extraction first (microseconds), so that duplicates are known.
 	first := map[string]int{}
 	var todo []int
-	parsed := make([]*Patch, len(texts)) // the syntax-valid ones, for shaping
+	parsed := make([]*Patch, len(texts))                     // the syntax-valid ones, for shaping
+	testFiles := task.Paths(task.PatchFiles(inst.TestPatch)) // what the eval resets
 	for i, t := range texts {
 		start := time.Now()
 		r := &results[i]
@@ -143,7 +144,11 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 			r.Files = len(e.Patch.Files)
 		}
 		if r.Patch != "" {
-			r.Hacks = HackFlags(r.Patch)
+			f := CheckHacks(r.Patch, testFiles)
+			r.Hacks, r.HacksUndone = f.Hacks, f.Undone
+			// What the reset undoes never reaches the tests: a patch made only
+			// of that changes nothing they see.
+			r.Noop = f.AllReset
 		}
 		r.Durations.Extract = time.Since(start)
 		if r.SyntaxOK {

@@ -81,7 +81,7 @@ func (sh *shaping) shape(r *event.Verdict, p *Patch) {
 	if sh.base != nil {
 		res = applyPatch(files, sh.base)
 	}
-	r.Noop = noopFiles(files) || (res != nil && noopResult(res))
+	r.Noop = r.Noop || noopFiles(files) || (res != nil && noopResult(res))
 	if sh.oracle != nil {
 		r.Similarity = similarity(files, res, sh.oracle, sh.oracleRes)
 	}
