@@ -210,8 +210,8 @@ func TestBringYourOwnTasks(t *testing.T) {
 
 	code, stdout, stderr := runCLI(t, append([]string{"prepare", "--dry-run", "--dataset", dataset}, overrides...)...)
 	for _, want := range []string{"3 instance(s), 2 image(s)", "image " + images[0], "image " + images[1], "2 base commit(s)",
-		"install: python3 -m compileall -q .", "runs        python3 -m pytest -rA tests/test_calc.py", "test_cmd    python3 -m pytest -rA  (derived)",
-		"log_parser  pytest  (derived)", "checkout    " + insts[0].BaseCommit + " before the patch  (derived)"} {
+		"install: python3 -m compileall -q .", "    runs        python3 -m pytest -rA tests/test_calc.py", "test_cmd    python3 -m pytest -rA  (derived)",
+		"log_parser  pytest  (derived)", "    checkout    " + insts[0].BaseCommit + " before the patch  (derived)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, stdout)
 		}

@@ -246,20 +246,40 @@ func printPlan(w io.Writer, cfg config.Config, plan preparePlan) {
 		}
 		fmt.Fprintf(w, "\ninstance %s (%s @ %s)\n", in.InstanceID, in.Repo, in.BaseCommit)
 		fmt.Fprintf(w, "  image       %s%s\n", in.ImageName(), mark("image"))
-		if in.CheckoutBase {
-			fmt.Fprintf(w, "  checkout    %s before the patch%s\n", in.BaseCommit, mark("checkout"))
-		}
-		for _, line := range strings.Split(in.Setup, "\n") {
-			if line != "" {
-				fmt.Fprintf(w, "  setup       %s%s\n", line, mark("setup"))
-			}
-		}
 		fmt.Fprintf(w, "  test_cmd    %s%s\n", in.TestCmd, mark("test_cmd"))
 		fmt.Fprintf(w, "  directives  %s%s\n", strings.Join(in.TestDirectives, " "), mark("test_directives"))
-		fmt.Fprintf(w, "  runs        %s\n", cmd)
 		fmt.Fprintf(w, "  log_parser  %s%s\n", in.LogParser, mark("log_parser"))
+		// The evaluation's steps in the order they run (sandbox/script.go).
+		fmt.Fprintf(w, "  steps:\n")
+		if in.CheckoutBase {
+			fmt.Fprintf(w, "    checkout    %s before the patch%s\n", in.BaseCommit, mark("checkout"))
+		}
+		for _, line := range nonEmptyLines(in.RepoSetup) {
+			fmt.Fprintf(w, "    repo_setup  %s\n", line)
+		}
+		fmt.Fprintf(w, "    model patch git apply, else git apply --reject, else patch --fuzz=5; runner configuration reset\n")
+		if in.TestPatch != "" {
+			fmt.Fprintf(w, "    test patch  the files it touches reset to the base commit, then applied\n")
+		}
+		for _, line := range nonEmptyLines(in.Setup) {
+			fmt.Fprintf(w, "    setup       %s%s\n", line, mark("setup"))
+		}
+		if in.Setup != "" {
+			fmt.Fprintf(w, "    check       the patched files are as the patches left them (else no tests: an infrastructure failure)\n")
+		}
+		fmt.Fprintf(w, "    runs        %s\n", cmd)
 		fmt.Fprintf(w, "  tests       %d FAIL_TO_PASS, %d PASS_TO_PASS\n", len(in.FailToPass), len(in.PassToPass))
 	}
+}
+
+func nonEmptyLines(s string) []string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.TrimSpace(line) != "" {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // prepareHost makes sources present on one host and reports; peers are

@@ -51,6 +51,21 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 		out.DiskLimit = true
 	}
 	o := sandbox.ParseOutput(res.Log, nonce)
+	in := req.Instance
+	switch {
+	case o.ApplyMethod == "":
+		// The prepare script stopped before the patch (a commit the image
+		// lacks, a failed repo_setup): its own words say why.
+		if why := lastOwnLine(res.Log); why != "" && !res.TimedOut {
+			out.Infra = fmt.Errorf("evaluate %s: %s", in.InstanceID, why)
+			return out
+		}
+	case o.Started && setupChecked(req):
+		if infra := setupProblem(in, o.SetupCheck); infra != nil {
+			out.Infra = infra
+			return out
+		}
+	}
 	out.ApplyMethod = o.ApplyMethod
 	out.TestLog, out.Complete = o.TestLog, o.Complete
 	if o.Complete {
@@ -64,6 +79,46 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 		out.Infra = fmt.Errorf("evaluate %s: the reference test patch did not apply", req.Instance.InstanceID)
 	}
 	return out
+}
+
+// guardFiles are the files the tests must see as the prepare step left
+// them: those of the model patch and of the test patch.
+func guardFiles(req EvalRequest) []string {
+	return task.Paths(append(task.PatchFiles(req.Diff), task.PatchFiles(req.Instance.TestPatch)...))
+}
+
+// setupChecked reports whether req's test process checks the files after
+// the instance's setup (sandbox.ScriptSpec.GuardFiles).
+func setupChecked(req EvalRequest) bool {
+	return req.Instance.Setup != "" && !req.ApplyOnly && len(guardFiles(req)) > 0
+}
+
+// setupProblem is the infrastructure failure a setup check reports: setup
+// changed the patched files (the tests would not have run on the patches),
+// or ended the process before the check. Not the model's doing: the
+// instance's setup is the dataset's.
+func setupProblem(in *task.Instance, check string) error {
+	switch {
+	case check == sandbox.SetupCheckOK:
+		return nil
+	case check == "":
+		return fmt.Errorf("evaluate %s: setup %q ended the test process before the tests (no setup check line)", in.InstanceID, in.Setup)
+	}
+	return fmt.Errorf("evaluate %s: setup %q %s after the patches were applied, so the tests would not run on them; "+
+		"no tests ran. Setup is for environment activation; commands that set the repository up belong in repo_setup, "+
+		"which runs before the patch", in.InstanceID, in.Setup, check)
+}
+
+// lastOwnLine is the last line the eval script printed about itself
+// ("swetui: ..."), without the prefix.
+func lastOwnLine(log string) string {
+	why := ""
+	for _, line := range strings.Split(log, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSuffix(line, "\r"), "swetui: "); ok && !strings.HasPrefix(rest, "setup check ") {
+			why = rest
+		}
+	}
+	return why
 }
 
 // EvalSpec builds the container evaluation of req: the sandbox's eval script
@@ -83,6 +138,9 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 	if in.Setup != "" {
 		ss.Setup = strings.Split(in.Setup, "\n")
 	}
+	if in.RepoSetup != "" {
+		ss.RepoSetup = strings.Split(in.RepoSetup, "\n")
+	}
 	if !req.ApplyOnly {
 		cmd, err := in.TestCommand()
 		if err != nil {
@@ -94,6 +152,7 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 			ss.TestFiles = task.Paths(task.PatchFiles(in.TestPatch))
 			files[sandbox.TestPatchPath] = []byte(NormalizeDiff(in.TestPatch))
 		}
+		ss.GuardFiles = guardFiles(req)
 	}
 	sc := sandbox.EvalScript(ss)
 	return sandbox.Spec{

@@ -221,3 +221,55 @@ func TestDockerScoring(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerSetupNeverFakesAPass: an instance whose setup resets the tree
+// (which would wipe the patches and grade the old tests) gives an
+// infrastructure failure naming the instance and the setup, for the gold
+// patch and one that fixes nothing alike; the same command as repo_setup, which runs
+// before the patch, and a setup that only sets the environment grade as
+// usual.
+func TestDockerSetupNeverFakesAPass(t *testing.T) {
+	d := dockerClient(t)
+	image := dockerImage(t, d)
+	dir, commit := makeRepo(t, dockerRepo)
+	a := &Applier{}
+	defer a.Close()
+	reset := "git checkout -qf " + commit + " && git clean -qfdx"
+	s := &Scorer{Weights: WeightsFrom(config.Default().Reward), Applier: a, Evaluator: &PoolEvaluator{Pool: dockerPool(t, d)}}
+	tests := []struct {
+		name             string
+		setup, repoSetup string
+		infra            string // "" grades as usual
+	}{
+		{"setup resets the tree", reset, "", "changed calc.py tests/test_calc.py after the patches were applied"},
+		{"setup edits a patched file", "echo '# x' >> calc.py", "", "changed calc.py after the patches"},
+		{"setup activates an environment", "export LC_ALL=C.UTF-8", "", ""},
+		{"the reset as repo_setup", "", reset, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inst := dockerInstance(image, commit)
+			inst.Setup, inst.RepoSetup = tt.setup, tt.repoSetup
+			a.Register(inst.Repo, dir)
+			noFix := "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,3 @@\n+# looked at it\n def add(a, b):\n     return a - b\n"
+			rs, err := s.ScoreDiffs(context.Background(), inst, []string{calcGold, noFix}, config.PhaseDocker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gold, noop := rs[0], rs[1]
+			if tt.infra != "" {
+				for i, r := range rs {
+					if !r.Infra || !strings.Contains(r.InfraCause, tt.infra) || !strings.Contains(r.InfraCause, inst.InstanceID) ||
+						!strings.Contains(r.InfraCause, "repo_setup") || r.Resolved {
+						t.Errorf("#%d: infra %v %q resolved %v; want an infrastructure failure saying %q", i, r.Infra, r.InfraCause, r.Resolved, tt.infra)
+					}
+				}
+				return
+			}
+			if gold.Infra || !gold.Resolved || noop.Infra || noop.Resolved {
+				t.Errorf("gold infra %q resolved %v, no fix infra %q resolved %v: want gold resolved, the other not",
+					gold.InfraCause, gold.Resolved, noop.InfraCause, noop.Resolved)
+			}
+		})
+	}
+}

@@ -62,7 +62,32 @@ const (
 	ExitPatchFailed     = 98
 	ExitTestPatchFailed = 97
 	ExitWorkdirMissing  = 96
+	ExitRepoSetupFailed = 95 // the instance's repo_setup failed before the model patch
+	ExitSetupChanged    = 94 // setup changed the files the prepare step left: no tests ran
 )
+
+// SetupCheckPrefix starts the one line the test process prints after the
+// instance's setup and before the test command: SetupCheckOK, or
+// "changed" and the files setup changed. The host reads the first such
+// line of the runner's output: only setup runs before it, and the code
+// under test can print only after it.
+const (
+	SetupCheckPrefix = "swetui: setup check "
+	SetupCheckOK     = "ok"
+)
+
+// preparedSum is where the prepare script records the files the tests are
+// to see (path, tab, content hash), for the test process's setup check:
+// the tmpfs, which the user the scripts run as can write (/swetui belongs
+// to root). Only the prepare script and setup run before the check reads it.
+const preparedSum = "/tmp/swetui-prepared.sum"
+
+func (s ScriptSpec) sumPath() string {
+	if s.SumPath != "" {
+		return s.SumPath
+	}
+	return preparedSum
+}
 
 // The prepare script exits with exitPrepared + 10*test patch state + method
 // index (test patch state: 0 none, 1 applied, 2 failed).
@@ -144,9 +169,22 @@ type ScriptSpec struct {
 	// empty TestPatchPath skips the test patch.
 	TestPatchPath  string
 	ModelPatchPath string
-	Setup          []string // shell commands run before the tests (environment activation, ...)
-	TestCmd        string   // the test runner's command line; "" runs no tests
-	Nonce          string   // "" draws a new one
+	// Setup runs in the test process before TestCmd (environment
+	// activation: source, export). It must leave the repository's files as
+	// the prepare step did: the test process checks the files the patches
+	// touched (GuardFiles) after it and runs no tests if they changed.
+	Setup []string
+	// RepoSetup runs in the prepare script after the checkout and before
+	// the model patch (repository setup: whatever the patches apply to).
+	RepoSetup []string
+	// GuardFiles are the files of the model patch and the test patch
+	// (relative to Workdir) that Setup must leave as prepared.
+	GuardFiles []string
+	// SumPath is where the prepare script records them ("" is
+	// /tmp/swetui-prepared.sum, in the container).
+	SumPath string
+	TestCmd string // the test runner's command line; "" runs no tests
+	Nonce   string // "" draws a new one
 
 	// Checkout, when set, is checked out (forced) before the model patch:
 	// an image may hold the repository at another commit (one image for a
@@ -188,10 +226,21 @@ func EvalScript(s ScriptSpec) Scripts {
 	w("set -uo pipefail")
 	w("exec 2>&1 </dev/null # one ordered stream")
 	w("%s", gitEnv)
-	w("cd %s || { echo 'workdir %s missing'; exit %d; }", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
+	w("cd %s || { echo 'swetui: workdir %s missing'; exit %d; }", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
 	if s.Checkout != "" {
 		w("git -c advice.detachedHead=false checkout -q -f %s || { echo %s; exit %d; }", shq(s.Checkout),
 			shq("swetui: commit "+s.Checkout+" is not in this image (swetui prepare builds images that hold it)"), ExitWorkdirMissing)
+	}
+	if len(s.RepoSetup) > 0 {
+		w("")
+		w("# The instance's repository setup, before the patches.")
+		w("swetui_repo_setup() {")
+		for _, c := range s.RepoSetup {
+			w("%s", c)
+		}
+		w("}")
+		w(`( swetui_repo_setup ) || { st=$?; echo %s"$st"; exit %d; }`, shq("swetui: repo_setup failed with status "), ExitRepoSetupFailed)
+		w("cd %s || { echo 'swetui: workdir %s missing'; exit %d; }", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
 	}
 	w("")
 	w("# Undo what a failed attempt wrote to the files the patch names.")
@@ -243,25 +292,46 @@ func EvalScript(s ScriptSpec) Scripts {
 			shq(s.BaseCommit), shq(s.BaseCommit))
 		w("done")
 	}
+	tp := ""
 	if s.TestPatchPath != "" {
 		w("if git apply --verbose %s; then tp=1; else tp=2; fi", shq(s.TestPatchPath))
-		w("exit $((%d + 10*tp + method))", exitPrepared)
-	} else {
-		w("exit $((%d + method))", exitPrepared)
+		tp = "10*tp + "
 	}
+	guard := len(s.Setup) > 0 && len(s.GuardFiles) > 0 && s.TestCmd != ""
+	if guard {
+		w("")
+		w("# What the tests are to see, for the check after setup.")
+		w("%s", sumFunction)
+		w("swetui_sum %s > %s || { echo %s; exit %d; }", shqAll(s.GuardFiles), shq(s.sumPath()), shq("swetui: cannot write "+s.sumPath()), ExitWorkdirMissing)
+	}
+	w("exit $((%d + %smethod))", exitPrepared, tp)
 	sc := Scripts{Prepare: b.String(), Nonce: nonce}
 	if s.TestCmd != "" {
 		var t strings.Builder
 		fmt.Fprintf(&t, "set -uo pipefail\nexec 2>&1 </dev/null\n%s\n", gitEnv)
-		fmt.Fprintf(&t, "cd %s || { echo 'workdir %s missing'; exit %d; }\n", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
+		fmt.Fprintf(&t, "cd %s || { echo 'swetui: workdir %s missing'; exit %d; }\n", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
 		for _, c := range s.Setup {
 			t.WriteString(c + "\n")
+		}
+		if guard {
+			// Setup may have changed folder; the check reads the workdir.
+			t.WriteString(sumFunction + "\n")
+			fmt.Fprintf(&t, "[ -r %s ] || { echo %s; exit %d; }\n", shq(s.sumPath()), shq(SetupCheckPrefix+"changed: no record of the prepared files"), ExitSetupChanged)
+			fmt.Fprintf(&t, "swetui_changed=$(cd %s && while IFS=$'\\t' read -r f h; do "+
+				"[ \"$(swetui_sum \"$f\" | cut -f2)\" = \"$h\" ] || printf ' %%s' \"$f\"; done < %s)\n", shq(s.Workdir), shq(s.sumPath()))
+			fmt.Fprintf(&t, "if [ -n \"$swetui_changed\" ]; then echo \"%schanged$swetui_changed\"; exit %d; fi\n", SetupCheckPrefix, ExitSetupChanged)
+			fmt.Fprintf(&t, "echo %s\n", shq(SetupCheckPrefix+SetupCheckOK))
 		}
 		t.WriteString(s.TestCmd + "\n")
 		sc.Tests = t.String()
 	}
 	return sc
 }
+
+// sumFunction prints, for each path, the path, a tab and what it holds: a
+// file's SHA-256, a symlink's target, or "absent".
+const sumFunction = `swetui_sum() { local f; for f in "$@"; do if [ -L "$f" ]; then printf '%s\tlink:%s\n' "$f" "$(readlink -- "$f")"; ` +
+	`elif [ -f "$f" ]; then printf '%s\t%s\n' "$f" "$(sha256sum < "$f" | cut -c1-64)"; else printf '%s\tabsent\n' "$f"; fi; done; }`
 
 // Output is what the eval script's protocol lines say about one run.
 type Output struct {
@@ -273,6 +343,9 @@ type Output struct {
 	TestLog     string // the runner's output between the last start and end markers
 	ExitStatus  int    // the runner's exit status; -1 when not Complete
 	Forged      bool   // protocol-looking lines the script did not print appear
+	// SetupCheck is what the first setup-check line of the runner's output
+	// says (SetupCheckOK, or "changed ..."); "" when there is none.
+	SetupCheck string
 }
 
 // ParseOutput reads the protocol lines of nonce from an eval script's log.
@@ -295,7 +368,7 @@ func ParseOutput(log, nonce string) Output {
 		switch {
 		case line == start:
 			out.Started, inTests, sawEnd, body = true, true, false, body[:0]
-			out.Complete, out.ExitStatus = false, -1
+			out.Complete, out.ExitStatus, out.SetupCheck = false, -1, ""
 		case line == end && inTests:
 			inTests, sawEnd = false, true
 			out.TestLog = strings.Join(body, "\n")
@@ -307,6 +380,9 @@ func ParseOutput(log, nonce string) Output {
 			}
 		case inTests:
 			body = append(body, line)
+			if rest, ok := strings.CutPrefix(line, SetupCheckPrefix); ok && out.SetupCheck == "" {
+				out.SetupCheck = rest
+			}
 		case strings.HasPrefix(line, applyP):
 			out.ApplyMethod = strings.TrimPrefix(line, applyP)
 			out.Applied = out.ApplyMethod != ApplyFailed

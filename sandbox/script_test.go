@@ -310,3 +310,64 @@ func TestEvalScriptChecksOutBase(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalScriptSetupCheck: a setup that undoes the patches stops the test
+// process before the tests with the files it changed; one that only sets
+// the environment runs them; repo_setup runs before the model patch.
+func TestEvalScriptSetupCheck(t *testing.T) {
+	gold := diffOf(t, repoFiles, map[string]string{"calc.py": goldCalc})
+	testPatch := diffOf(t, repoFiles, map[string]string{"test.sh": testPatched})
+	tests := []struct {
+		name      string
+		setup     []string
+		repoSetup []string
+		exit      int
+		check     string // the setup check line's verdict; "" none
+		inLog     string
+	}{
+		{name: "environment activation", setup: []string{"export SETUP_RAN=1"}, exit: 0, check: SetupCheckOK, inLog: "add PASSED"},
+		{name: "a setup that resets the tree", setup: []string{"git checkout -qf HEAD && git clean -qfdx", "cd /"},
+			exit: ExitSetupChanged, check: "changed calc.py test.sh"},
+		{name: "a setup that edits a patched file", setup: []string{"echo '# touched' >> calc.py"},
+			exit: ExitSetupChanged, check: "changed calc.py"},
+		{name: "a setup that writes elsewhere is fine", setup: []string{"mkdir -p build && echo x > build/stamp"}, exit: 0, check: SetupCheckOK, inLog: "add PASSED"},
+		{name: "repo_setup before the patch", repoSetup: []string{"git checkout -qf HEAD", "echo generated > gen.txt"},
+			setup: []string{"test -f gen.txt"}, exit: 0, check: SetupCheckOK, inLog: "add PASSED"},
+		{name: "repo_setup that fails", repoSetup: []string{"false"}, exit: ExitRepoSetupFailed, inLog: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, head := gitRepo(t, repoFiles)
+			aux := t.TempDir()
+			mp, tp := filepath.Join(aux, "model.patch"), filepath.Join(aux, "test.patch")
+			os.WriteFile(mp, []byte(gold), 0o644)
+			os.WriteFile(tp, []byte(testPatch), 0o644)
+			sc := EvalScript(ScriptSpec{
+				Workdir: dir, BaseCommit: head, TestFiles: []string{"test.sh"},
+				TestPatchPath: tp, ModelPatchPath: mp, TestCmd: "sh test.sh",
+				Setup: tc.setup, RepoSetup: tc.repoSetup, GuardFiles: []string{"calc.py", "test.sh"},
+				SumPath: filepath.Join(aux, "prepared.sum"),
+			})
+			log, exit := runOnHost(t, sc)
+			if exit != tc.exit {
+				t.Fatalf("exit %d, want %d\n%s", exit, tc.exit, log)
+			}
+			o := ParseOutput(log, sc.Nonce)
+			if o.SetupCheck != tc.check {
+				t.Errorf("setup check %q, want %q\n%s", o.SetupCheck, tc.check, log)
+			}
+			if tc.inLog != "" && !strings.Contains(o.TestLog, tc.inLog) {
+				t.Errorf("test log lacks %q:\n%s", tc.inLog, o.TestLog)
+			}
+			if tc.check != SetupCheckOK && strings.Contains(o.TestLog, "add ") {
+				t.Errorf("the tests ran after the check failed:\n%s", o.TestLog)
+			}
+		})
+	}
+	// The check line is the first one: a test that prints one after it
+	// changes nothing.
+	o := ParseOutput("x\n"+StartLine("n")+"\n"+SetupCheckPrefix+SetupCheckOK+"\n"+SetupCheckPrefix+"changed a.py\n"+EndLine("n")+"\n"+ExitLine("n", 0)+"\n", "n")
+	if o.SetupCheck != SetupCheckOK {
+		t.Errorf("setup check %q: a later line won", o.SetupCheck)
+	}
+}

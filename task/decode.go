@@ -22,6 +22,7 @@ func stringFields(in *Instance) map[string]*string {
 		"version":                  &in.Version,
 		"environment_setup_commit": &in.EnvironmentSetupCommit,
 		"created_at":               &in.CreatedAt,
+		"text":                     &in.Text,
 		"image":                    &in.Image,
 		"image_name":               &in.Image,
 		"docker_image":             &in.Image,
@@ -30,6 +31,7 @@ func stringFields(in *Instance) map[string]*string {
 		"log_parser":               &in.LogParser,
 		"eval_script":              &in.EvalScript,
 		"setup":                    &in.Setup,
+		"repo_setup":               &in.RepoSetup,
 		"split":                    &in.Split,
 	}
 }

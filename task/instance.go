@@ -25,6 +25,9 @@ type Instance struct {
 	Version                string   `json:"version,omitempty"`
 	EnvironmentSetupCommit string   `json:"environment_setup_commit,omitempty"`
 	CreatedAt              string   `json:"created_at,omitempty"`
+	// Text is a ready-made prompt (SWE-bench's bm25_13K/27K and oracle
+	// datasets carry one), shown as is with data.prompt = "text".
+	Text string `json:"text,omitempty"`
 
 	// Execution fields (optional).
 	Image          string   `json:"image,omitempty"`
@@ -33,7 +36,15 @@ type Instance struct {
 	TestDirectives []string `json:"test_directives,omitempty"`
 	LogParser      string   `json:"log_parser,omitempty"`
 	EvalScript     string   `json:"eval_script,omitempty"`
-	Setup          string   `json:"setup,omitempty"`
+	// Setup runs in the test process before test_cmd: environment
+	// activation (source, export). It must leave the patched files alone:
+	// an evaluation whose setup changes them runs no tests and is an
+	// infrastructure failure that says so.
+	Setup string `json:"setup,omitempty"`
+	// RepoSetup runs in the repository after the checkout and before the
+	// model patch: repository setup (generated files, submodules, a
+	// checkout of its own), what the patches then apply to.
+	RepoSetup string `json:"repo_setup,omitempty"`
 
 	// Split is "train" or "test" where the dataset says so; otherwise the
 	// loader assigns one from a hash of the instance id (see IsTest).
