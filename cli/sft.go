@@ -57,8 +57,11 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
 	res, err := ws.sft(ctx, pol, ws.sftDir(), 0, train.WarmupHooks{Publish: func(ev event.Event) {
-		if _, ok := ev.(event.SFTStep); ok {
+		switch ev := ev.(type) {
+		case event.SFTStep:
 			bar.step()
+		case event.Message:
+			fmt.Fprintln(env.Stderr, ev.Text)
 		}
 	}})
 	bar.done()
@@ -66,7 +69,7 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 		return fmt.Errorf("sft: %w", err)
 	}
 	fmt.Fprintf(env.Stdout, "sft: %d steps on %d examples (%d of them synthetic fixes; %d gold patches longer than sample.max_new_tokens skipped) in %s\n",
-		len(res.Losses), res.Used, res.Synthetic, res.Skipped, time.Since(start).Round(time.Second))
+		len(res.Losses), res.Used, res.Synthetic, res.Skipped.TooLong, time.Since(start).Round(time.Second))
 	fmt.Fprintf(env.Stdout, "loss: %s\n", lossCurve(res.Losses, 10))
 	if len(res.Heldout) > 0 {
 		fmt.Fprintf(env.Stdout, "held-out loss (gold replies of the test split, never trained on): %s\n", heldoutCurve(res.Heldout))

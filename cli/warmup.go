@@ -122,7 +122,7 @@ func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
 	}
 	if n := len(res.Losses); n > 0 {
 		h.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("sft: %d steps on %d examples (%d synthetic; %d gold patches too long), loss %.3f -> %.3f%s, saved %s",
-			ws.cfg.SFT.Steps, res.Used, res.Synthetic, res.Skipped, res.Losses[0], res.Losses[n-1], heldout, dir)})
+			ws.cfg.SFT.Steps, res.Used, res.Synthetic, res.Skipped.TooLong, res.Losses[0], res.Losses[n-1], heldout, dir)})
 	}
 	return s.finish()
 }

@@ -252,6 +252,10 @@ func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string
 	if err != nil {
 		return train.SFTResult{}, err
 	}
+	if h.Publish != nil {
+		lvl, text := keptGoldText(skipped, c.Sample.MaxNewTokens)
+		h.Publish(event.Message{Level: lvl, Time: time.Now(), Text: text})
+	}
 	heldout, err := ws.heldoutExamples(ctx)
 	if err != nil {
 		return train.SFTResult{}, err
@@ -267,6 +271,21 @@ func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string
 		return res, err
 	}
 	return res, nil
+}
+
+// keptGoldText says how many gold patches the warm start trains on and why
+// it left the others out; a warning when it left out most.
+func keptGoldText(s train.SFTSkips, maxNew int) (event.Level, string) {
+	text := fmt.Sprintf("warm start: %d of %d gold patches kept", s.Gold-s.TooLong, s.Gold)
+	if s.TooLong == 0 {
+		return event.Info, text
+	}
+	text += fmt.Sprintf("; %d left out: their reply is longer than sample.max_new_tokens = %d tokens (the longest %d), "+
+		"which the policy could never finish; raise sample.max_new_tokens and model.context to keep them", s.TooLong, maxNew, s.Longest)
+	if 2*s.TooLong > s.Gold {
+		return event.Warn, text
+	}
+	return event.Info, text
 }
 
 func (ws *workspace) sftDir() string {

@@ -71,7 +71,7 @@ type SFTResult struct {
 	Losses    []float64 // mean token NLL per step
 	Used      int       // examples trained on
 	Synthetic int       // of which synthetic fixes
-	Skipped   int       // gold completions too long to use
+	Skipped   SFTSkips  // gold completions too long to use
 	Heldout   []LossPoint
 }
 
@@ -104,11 +104,20 @@ type FileLister interface {
 	Files(ctx context.Context, inst *task.Instance) ([]CodeFile, error)
 }
 
+// SFTSkips says which gold replies SFTExamples left out, and why: longer
+// than SFTData.MaxNew tokens, which the policy could never finish.
+type SFTSkips struct {
+	Gold    int // gold replies in all
+	TooLong int // of which too long
+	Longest int // the longest one's tokens
+	IDs     []string
+}
+
 // SFTExamples tokenises each task's prompt and gold completion, and its
 // synthetic fixes, keeping the pairs that fit: the completion within MaxNew
 // tokens and the whole within the context (the prompt is cut from the front
 // when needed). skipped counts the gold completions that do not fit.
-func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok Tokenizer, d SFTData) (out []SFTExample, skipped int, err error) {
+func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok Tokenizer, d SFTData) (out []SFTExample, skipped SFTSkips, err error) {
 	add := func(ex SFTExample, prompt, patch string) (bool, error) {
 		patch, err := task.TrimContext(patch, d.ContextLines)
 		if err != nil {
@@ -116,6 +125,9 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 		}
 		c := tok.Encode(GoldCompletion(patch))
 		if len(c) > d.MaxNew {
+			if !ex.Synthetic {
+				skipped.Longest = max(skipped.Longest, len(c))
+			}
 			return false, nil
 		}
 		ex.Seq = Sequence{Prompt: FitPrompt(tok.Encode(prompt), d.Context, len(c)), Completion: c}
@@ -131,18 +143,20 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 		var files []CodeFile
 		if lister != nil { // read the files once, for the prompt and the fixes
 			if files, err = lister.Files(ctx, inst); err != nil {
-				return nil, 0, fmt.Errorf("sft: files of %s: %w", inst.InstanceID, err)
+				return nil, skipped, fmt.Errorf("sft: files of %s: %w", inst.InstanceID, err)
 			}
 			text = RenderPrompt(inst.ProblemStatement, files)
 		} else if text, err = p.Prompt(ctx, inst); err != nil {
-			return nil, 0, fmt.Errorf("sft: prompt %s: %w", inst.InstanceID, err)
+			return nil, skipped, fmt.Errorf("sft: prompt %s: %w", inst.InstanceID, err)
 		}
 		ok, err := add(SFTExample{InstanceID: inst.InstanceID}, text, inst.Patch)
 		if err != nil {
-			return nil, 0, err
+			return nil, skipped, err
 		}
+		skipped.Gold++
 		if !ok {
-			skipped++
+			skipped.TooLong++
+			skipped.IDs = append(skipped.IDs, inst.InstanceID)
 		}
 		if lister == nil {
 			continue
@@ -155,7 +169,7 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 				prompts[k], patches[k] = RenamePackages(rr, files, prompts[k], patches[k])
 			}
 			if _, err := add(SFTExample{InstanceID: fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1), Synthetic: true}, prompts[k], patches[k]); err != nil {
-				return nil, 0, err
+				return nil, skipped, err
 			}
 		}
 	}

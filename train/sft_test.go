@@ -20,8 +20,8 @@ func (lenTokenizer) Decode(toks []int) string { return "" }
 func TestSFTLowersTheGoldNLL(t *testing.T) {
 	tasks := []*task.Instance{{InstanceID: "a", Patch: "diff --git a/x b/x\n"}}
 	ex, skipped, err := SFTExamples(context.Background(), tasks, staticPrompter{}, lenTokenizer{}, SFTData{Context: 64, MaxNew: 8})
-	if err != nil || len(ex) != 1 || skipped != 0 {
-		t.Fatalf("examples %v skipped %d err %v", ex, skipped, err)
+	if err != nil || len(ex) != 1 || skipped.TooLong != 0 || skipped.Gold != 1 {
+		t.Fatalf("examples %v skipped %+v err %v", ex, skipped, err)
 	}
 	pol := newBandit(6, 0.5, 1)
 	before, err := HeldoutNLL(context.Background(), pol, ex, 4)
@@ -52,8 +52,8 @@ func TestSFTLowersTheGoldNLL(t *testing.T) {
 func TestSFTSkipsTooLongGold(t *testing.T) {
 	tasks := []*task.Instance{{InstanceID: "a", Patch: "p"}}
 	ex, skipped, err := SFTExamples(context.Background(), tasks, staticPrompter{}, digitTokenizer{}, SFTData{Context: 64})
-	if err != nil || len(ex) != 0 || skipped != 1 {
-		t.Fatalf("examples %v skipped %d err %v", ex, skipped, err)
+	if err != nil || len(ex) != 0 || skipped.TooLong != 1 || skipped.Longest == 0 {
+		t.Fatalf("examples %v skipped %+v err %v", ex, skipped, err)
 	}
 	if _, err := RunSFT(context.Background(), SFTOptions{Steps: 1, BatchSize: 1, MaxNewTokens: 0}, newBandit(2, 1, 1), ex, WarmupHooks{}); err == nil {
 		t.Fatal("want an error with no usable example")
