@@ -167,16 +167,7 @@ func (s *sftStage) Save(ctx context.Context) error {
 	if err := durable.SyncDir(tmp); err != nil {
 		return fmt.Errorf("save warm start: %w", err)
 	}
-	old := dir + ".old"
-	os.RemoveAll(old)
-	if err := os.Rename(dir, old); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("save warm start: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fmt.Errorf("save warm start: %w", err)
-	}
-	os.RemoveAll(old)
-	if err := durable.SyncDir(parent); err != nil {
+	if err := durable.ReplaceDir(tmp, dir); err != nil {
 		return fmt.Errorf("save warm start: %w", err)
 	}
 	s.saved = s.done

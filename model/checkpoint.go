@@ -214,24 +214,11 @@ func writeDirAtomic(dir string, files map[string][]byte) error {
 	if err := durable.SyncDir(tmp); err != nil {
 		return err
 	}
-	var old string
-	if _, err := os.Stat(dir); err == nil {
-		old = tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return fmt.Errorf("save checkpoint %s: move old aside: %w", dir, err)
-		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if old != "" {
-			os.Rename(old, dir)
-		}
-		return fmt.Errorf("save checkpoint %s: %w", dir, err)
+	if err := durable.ReplaceDir(tmp, dir); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	ok = true
-	if old != "" {
-		os.RemoveAll(old)
-	}
-	return durable.SyncDir(parent)
+	return nil
 }
 
 // readWeights reads model.safetensors, or the shards that

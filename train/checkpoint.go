@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
@@ -98,19 +97,8 @@ func (t *Trainer) saveOnce(ctx context.Context) error {
 	if err := durable.SyncDir(tmp); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", final, err)
 	}
-	if _, err := os.Stat(final); err == nil {
-		// Saving the same step again: move the old copy aside first.
-		old := final + fmt.Sprintf(".old-%d", time.Now().UnixNano())
-		if err := os.Rename(final, old); err != nil {
-			return fmt.Errorf("save checkpoint %s: %w", final, err)
-		}
-		defer os.RemoveAll(old)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", final, err)
-	}
-	if err := durable.SyncDir(root); err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", final, err)
+	if err := durable.ReplaceDir(tmp, final); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	t.savedStep = t.st.Step
 	t.publish(event.CheckpointSaved{Step: t.st.Step, Path: final})
@@ -144,7 +132,7 @@ func listCheckpoints(root string) ([]string, error) {
 	var out []string
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, "step-") || strings.Contains(name, ".old-") {
+		if !e.IsDir() || !strings.HasPrefix(name, "step-") || strings.Contains(name, ".old") {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(root, name, stateFile)); err != nil {

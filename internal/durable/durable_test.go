@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -66,5 +67,85 @@ func TestOpenLogRepairsTornLinesAndCuts(t *testing.T) {
 				t.Errorf("file %q dropped %d, want %q and %d", got, dropped, want, tt.dropped)
 			}
 		})
+	}
+}
+
+// TestReplaceDir fails each step of the replace in turn: whatever fails,
+// the old copy is back in place and the new one left where it was.
+func TestReplaceDir(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		failAt  string // "aside", "new", "sync", "remove" or "" (none)
+		wantErr bool
+		want    string // dir's content afterwards
+	}{
+		{"success", "", false, "new"},
+		{"moving the old copy aside fails", "aside", true, "old"},
+		{"renaming the new copy fails", "new", true, "old"},
+		{"syncing the parent fails", "sync", true, "old"},
+		{"removing the old copy fails: the new one stands", "remove", false, "new"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir, tmp := filepath.Join(root, "ckpt"), filepath.Join(root, ".ckpt.tmp")
+			for p, s := range map[string]string{dir: "old", tmp: "new"} {
+				os.Mkdir(p, 0o755)
+				os.WriteFile(filepath.Join(p, "f"), []byte(s), 0o644)
+			}
+			renames := 0
+			rename = func(a, b string) error {
+				renames++
+				if (tt.failAt == "aside" && renames == 1) || (tt.failAt == "new" && renames == 2) {
+					return boom
+				}
+				return os.Rename(a, b)
+			}
+			syncDir = func(d string) error {
+				if tt.failAt == "sync" {
+					return boom
+				}
+				return SyncDir(d)
+			}
+			removeAll = func(p string) error {
+				if tt.failAt == "remove" && renames >= 2 {
+					return boom
+				}
+				return os.RemoveAll(p)
+			}
+			t.Cleanup(func() { rename, syncDir, removeAll = os.Rename, SyncDir, os.RemoveAll })
+			err := ReplaceDir(tmp, dir)
+			if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, boom)) {
+				t.Fatalf("ReplaceDir: %v, want error %v", err, tt.wantErr)
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, "f")); string(got) != tt.want {
+				t.Errorf("dir holds %q, want %q", got, tt.want)
+			}
+			if _, serr := os.Stat(tmp); (serr == nil) != tt.wantErr {
+				t.Errorf("tmp exists %v after error %v: the new copy belongs where it was on failure, in place on success", serr == nil, err)
+			}
+			if tt.failAt != "remove" {
+				if _, serr := os.Stat(dir + ".old"); serr == nil {
+					t.Error("the old copy was left aside")
+				}
+			}
+		})
+	}
+}
+
+// TestReplaceDirAfterCrash: a crash between moving the old copy aside and
+// renaming the new one left no dir; the next replace puts the old back first
+// and a failure then leaves it in place.
+func TestReplaceDirAfterCrash(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ckpt")
+	os.Mkdir(dir+".old", 0o755)
+	os.WriteFile(filepath.Join(dir+".old", "f"), []byte("old"), 0o644)
+	if err := ReplaceDir(filepath.Join(root, "missing"), dir); err == nil {
+		t.Fatal("replacing with a missing folder: no error")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "f")); string(got) != "old" {
+		t.Errorf("dir holds %q, want the old copy back", got)
 	}
 }
