@@ -64,11 +64,11 @@ func commands() []command {
 	return []command{
 		{"run", "[--config F] [--headless] [key.path=value ...]", "training console (TUI when stdout is a terminal)", cmd(newRunOptions, runRun)},
 		{"config", "[--config F] [key.path=value ...]", "print the resolved config as TOML", cmd(configOnly("config"), configRun)},
-		{"score", "--predictions P.jsonl|gold|empty [--dataset D] [--mode syntax|apply-only|docker] [--out report.json] [--workers N]", "score SWE-bench-format predictions", cmd(newScoreOptions, scoreRun)},
+		{"score", "--predictions P.jsonl|gold|empty [--dataset D] [--phase syntax|apply-only|docker] [--out report.json] [--workers N]", "score SWE-bench-format predictions", cmd(newScoreOptions, scoreRun)},
 		{"grade", "--instance I.json --log test_output.txt [--parser P]", "parse and grade one test log as JSON", cmd(newGradeOptions, gradeRun)},
 		{"prepare", "[--dataset D] [--dry-run]", "build, pull or stream the images a dataset needs", cmd(newPrepareOptions, prepareRun)},
 		{"sft", "[--config F] [--export DIR] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", cmd(newSFTOptions, sftRun)},
-		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--mode M] [--temperature T]", "generate one patch per task with a checkpoint and score them", cmd(newEvalOptions, evalRun)},
+		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--phase P] [--temperature T]", "generate one patch per task with a checkpoint and score them", cmd(newEvalOptions, evalRun)},
 		{"version", "[--config F] [key.path=value ...]", "print the version, the build and the device", cmd(configOnly("version"), versionRun)},
 	}
 }

@@ -36,7 +36,7 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 	dataset := fs.String("dataset", "", "dataset file or mini (default: data.source)")
 	split := fs.String("split", "test", "split to generate for: test, train or all")
 	out := fs.String("out", "preds.jsonl", "predictions file to write")
-	mode := fs.String("mode", config.PhaseDocker, "reward mode to score in: syntax, apply-only or docker")
+	mode := phaseFlag(fs, "the curriculum phase to score in")
 	report := fs.String("report", "", "score report to write (default: <out> with .report.json)")
 	temperature := fs.Float64("temperature", 0.7, "sampling temperature (0 decodes greedily)")
 	samples := fs.Int("samples", 1, "replies sampled per task for the well-formed rate; the first is the prediction")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -85,13 +86,22 @@ type scoreOptions struct {
 	Workers     int           // 0: sandbox.workers for docker, the CPU count otherwise
 }
 
+// phaseFlag defines --phase (syntax, apply-only or docker; default docker)
+// and its older name --mode, which set the same value.
+func phaseFlag(fs *flag.FlagSet, what string) *string {
+	phase := config.PhaseDocker
+	fs.StringVar(&phase, "phase", phase, what+": syntax, apply-only or docker")
+	fs.StringVar(&phase, "mode", phase, "the same as --phase (its older name)")
+	return &phase
+}
+
 // newScoreOptions reads `swetui score`'s flags, overrides and config.
 func newScoreOptions(env Env, args []string) (scoreOptions, error) {
 	fs := newFlags(env, "score")
 	load := configFlag(fs, env)
 	predsArg := fs.String("predictions", "", "predictions (.jsonl or .json: instance_id, model_name_or_path, model_patch), or gold or empty (required)")
 	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
-	mode := fs.String("mode", config.PhaseDocker, "reward mode: syntax, apply-only or docker")
+	mode := phaseFlag(fs, "the curriculum phase to score in")
 	out := fs.String("out", "report.json", "per-instance report to write (- for stdout, empty for none)")
 	workers := fs.Int("workers", 0, "concurrent evaluations (default: sandbox.workers for docker, the CPU count otherwise)")
 	overrides, err := parseFlags(fs, args)
