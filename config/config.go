@@ -4,6 +4,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,6 +54,32 @@ type Data struct {
 	MiniSeed   int64    `toml:"mini_seed"`
 	MiniTasks  int      `toml:"mini_tasks"`
 	TestFrac   float64  `toml:"test_fraction"`
+	// Prompt is the code a prompt shows: PromptOracle, PromptBM25 or
+	// PromptText.
+	Prompt string `toml:"prompt"`
+	// PromptTokens bounds the whole prompt in the run's tokens; 0 = what
+	// model.context leaves after sample.max_new_tokens.
+	PromptTokens int `toml:"prompt_tokens"`
+}
+
+// Data.Prompt values: the files of the gold patch, the repository ranked
+// by BM25 against the issue, or the instance's own text field.
+const (
+	PromptOracle = "oracle"
+	PromptBM25   = "bm25"
+	PromptText   = "text"
+)
+
+// UnmarshalJSON reads a Data recorded before data.prompt existed (the
+// shipped warm start's recipe) as the oracle prompts it was made with.
+func (d *Data) UnmarshalJSON(b []byte) error {
+	type plain Data
+	p := plain{Prompt: PromptOracle}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	*d = Data(p)
+	return nil
 }
 
 // Model is the policy's architecture and where its weights start from.
@@ -297,7 +324,7 @@ func Default() Config {
 	return Config{
 		Run: Run{Seed: 1, MaxSteps: 1000, OutDir: "runs", SaveEvery: 25, KeepLast: 3, Resume: "auto", SFTFirst: true},
 		Data: Data{Source: "mini", Split: "train", Include: []string{}, Exclude: []string{},
-			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1},
+			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1, Prompt: PromptOracle},
 		Model: Model{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 1024,
 			VocabSize: 2048, RopeTheta: 10000, Device: "cpu", CUDALibs: []string{}},
 		Sample: Sample{Temperature: 0.9, TopP: 1.0, MaxNewTokens: 256},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -172,6 +173,11 @@ func TestValidate(t *testing.T) {
 		{"overlong buffer past the cap", []string{"grpo.overlong_buffer=256"}, []string{"grpo.overlong_buffer = 256: must be below sample.max_new_tokens (256)"}},
 		{"overlong penalty negative", []string{"grpo.overlong_buffer=8", "grpo.overlong_penalty=-1"}, []string{"grpo.overlong_penalty = -1: must be 0 or more"}},
 		{"no KL", []string{"grpo.kl_coef=0"}, nil},
+		{"prompt name", []string{"data.prompt=bm26"}, []string{`data.prompt = "bm26": must be one of oracle, bm25, text`}},
+		{"bm25 with a budget", []string{"data.prompt=bm25", "data.prompt_tokens=512"}, nil},
+		{"prompt tokens negative", []string{"data.prompt_tokens=-1"}, []string{"data.prompt_tokens = -1: must be 0"}},
+		{"prompt tokens past the context", []string{"data.prompt_tokens=900"},
+			[]string{"data.prompt_tokens = 900: must be at most model.context - sample.max_new_tokens (768)"}},
 		{"every problem at once", []string{"grpo.group_size=0", "sandbox.workers=0", "optim.schedule=step"},
 			[]string{"3 problem(s)", "grpo.group_size", "sandbox.workers", "optim.schedule"}},
 	}
@@ -282,5 +288,32 @@ func TestGroupSizeIn(t *testing.T) {
 		if got := g.GroupSizeIn(tt.phase); got != tt.want {
 			t.Errorf("GroupSizeIn(%s) = %d, want %d", tt.phase, got, tt.want)
 		}
+	}
+}
+
+// A recipe recorded before data.prompt existed reads as oracle prompts; one
+// recorded since keeps its setting.
+func TestDataJSONDefaultsPrompt(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     Data
+	}{
+		{"recorded before data.prompt", `{"Source":"mini","MiniTasks":300}`, Data{Source: "mini", MiniTasks: 300, Prompt: PromptOracle}},
+		{"recorded with it", `{"Source":"x.jsonl","Prompt":"bm25","PromptTokens":512}`, Data{Source: "x.jsonl", Prompt: PromptBM25, PromptTokens: 512}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got Data
+			if err := json.Unmarshal([]byte(tt.in), &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	var d Data
+	if err := json.Unmarshal([]byte(`{"Prompt": 3}`), &d); err == nil || !strings.Contains(err.Error(), "data:") {
+		t.Fatalf("a wrong type: %v", err)
 	}
 }

@@ -66,6 +66,10 @@ func Validate(cfg Config) error {
 	check(d.MiniTasks > MaxMiniTasks, "data.mini_tasks", d.MiniTasks,
 		fmt.Sprintf("must be at most %d: the embedded suite is generated in memory at every start (default 300)", MaxMiniTasks))
 	check(d.TestFrac <= 0 || d.TestFrac >= 1, "data.test_fraction", d.TestFrac, "must be strictly between 0 and 1")
+	oneOf("data.prompt", d.Prompt, PromptOracle, PromptBM25, PromptText)
+	check(d.PromptTokens < 0, "data.prompt_tokens", d.PromptTokens, "must be 0 (what the model context leaves) or more")
+	check(d.PromptTokens > cfg.Model.Context-cfg.Sample.MaxNewTokens && cfg.Sample.MaxNewTokens < cfg.Model.Context, "data.prompt_tokens", d.PromptTokens,
+		fmt.Sprintf("must be at most model.context - sample.max_new_tokens (%d): the rest of the prompt would be cut", cfg.Model.Context-cfg.Sample.MaxNewTokens))
 
 	m := cfg.Model
 	positive("model.layers", m.Layers)

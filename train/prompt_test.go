@@ -2,12 +2,15 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/task"
 )
 
@@ -71,3 +74,155 @@ type identityTokenizer struct{ text string }
 
 func (identityTokenizer) Encode(string) []int        { return nil }
 func (i identityTokenizer) Decode(toks []int) string { return i.text }
+
+// gitRepo commits files into a new repository and returns it and the commit.
+func gitRepo(t *testing.T, files map[string]string) (dir, commit string) {
+	t.Helper()
+	dir = t.TempDir()
+	git := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	for p, text := range files {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("add", ".")
+	git("commit", "-qm", "base")
+	return dir, git("rev-parse", "HEAD")
+}
+
+// longCalc is a module whose bug is in its last function, past what a
+// small budget shows of its start.
+func longCalc() string {
+	var b strings.Builder
+	b.WriteString("import math\n")
+	for i := range 30 {
+		fmt.Fprintf(&b, "\n\ndef helper_%d(x):\n    \"\"\"Helper number %d.\"\"\"\n    return x * %d + math.pi\n", i, i, i)
+	}
+	b.WriteString("\n\ndef sub(a, b):\n    \"\"\"sub(3, 1) == 2.\"\"\"\n    return a + b\n")
+	return b.String()
+}
+
+const subPatch = "diff --git a/pkg/calc.py b/pkg/calc.py\n--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -153,2 +153,2 @@\n def sub(a, b):\n-    return a + b\n+    return a - b\n"
+
+func TestRepoPrompterTokenBudget(t *testing.T) {
+	dir, base := gitRepo(t, map[string]string{"pkg/calc.py": longCalc()})
+	inst := &task.Instance{InstanceID: "x", BaseCommit: base, ProblemStatement: "sub() adds its arguments instead of subtracting them", Patch: subPatch}
+	repo := func(context.Context, *task.Instance) (string, error) { return dir, nil }
+	ctx := context.Background()
+	count := func(s string) int { return (len(s) + 3) / 4 }
+	p := RepoPrompter{RepoDir: repo, Budget: 300, Count: count}
+	got, err := p.Prompt(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "def sub(a, b):\n    \"\"\"sub(3, 1) == 2.\"\"\"\n    return a + b") || !strings.Contains(got, "lines not shown]") {
+		t.Fatalf("the function the issue names is not shown:\n%s", got)
+	}
+	if n := count(got); n > p.Budget {
+		t.Fatalf("%d tokens, budget %d", n, p.Budget)
+	}
+	plan, err := p.Plan(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Files) != 1 || plan.Files[0].Shown == nil || !slices.Contains(plan.Files[0].Chunks, "def sub") || len(plan.Files[0].Elided) == 0 {
+		t.Fatalf("plan %+v", plan)
+	}
+	// Cut from the end to the same size, the file never gets to sub().
+	head, _ := RepoPrompter{RepoDir: repo, MaxContextBytes: 4 * 300}.Prompt(ctx, inst)
+	if strings.Contains(head, "def sub") {
+		t.Fatal("the head cut shows sub()")
+	}
+	// A budget the whole file fits in shows it whole.
+	p.Budget = 4000
+	whole, _ := p.Prompt(ctx, inst)
+	if want := RenderPrompt(inst.ProblemStatement, []CodeFile{{Path: "pkg/calc.py", Text: longCalc()}}); whole != want {
+		t.Fatalf("whole file:\n%s", whole)
+	}
+}
+
+func TestRepoPrompterBM25(t *testing.T) {
+	dir, base := gitRepo(t, map[string]string{
+		"pkg/calc.py":        longCalc(),
+		"pkg/text.py":        "def shout(s):\n    return s.upper()\n",
+		"pkg/ops.py":         strings.Replace(longCalc(), "def sub(a, b):\n    \"\"\"sub(3, 1) == 2.\"\"\"", "def twice(a, b):\n    # adds a to b", 1),
+		"pkg/__init__.py":    "__version__ = '1.0'\n",
+		"tests/test_calc.py": "from pkg.calc import sub\n\ndef test_sub():\n    assert sub(3, 1) == 2  # sub subtracts\n",
+		"logo.png":           "\x89PNG\x00\x00sub sub sub",
+	})
+	inst := &task.Instance{InstanceID: "x", BaseCommit: base, ProblemStatement: "sub() adds its arguments instead of subtracting them", Patch: subPatch}
+	repo := func(context.Context, *task.Instance) (string, error) { return dir, nil }
+	ctx := context.Background()
+	p := RepoPrompter{RepoDir: repo, Setting: config.PromptBM25, Budget: 4000, Cache: NewPromptCache()}
+	got, err := p.Prompt(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Plan(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, f := range plan.Files {
+		shown = append(shown, f.Path)
+	}
+	// Test files and binaries are no documents; a file sharing no term
+	// with the issue is not retrieved.
+	if !slices.Equal(shown, []string{"pkg/calc.py", "pkg/ops.py"}) || plan.Files[0].Score <= plan.Files[1].Score {
+		t.Fatalf("shown %v (%+v)", shown, plan.Files)
+	}
+	again, err := p.Prompt(ctx, inst)
+	if err != nil || again != got {
+		t.Fatalf("the cached prompt differs (%v):\n%s\nfirst:\n%s", err, again, got)
+	}
+	// A small budget cuts the best file to its relevant chunks and stops.
+	p = RepoPrompter{RepoDir: repo, Setting: config.PromptBM25, Budget: 120}
+	plan, err = p.Plan(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Files) != 1 || !slices.Contains(plan.Files[0].Chunks, "def sub") || !slices.Equal(plan.NotShown, []string{"pkg/ops.py"}) {
+		t.Fatalf("plan %+v", plan)
+	}
+	if _, err := (RepoPrompter{RepoDir: repo, Setting: config.PromptBM25}).Prompt(ctx, inst); err == nil || !strings.Contains(err.Error(), "needs a token budget") {
+		t.Fatalf("bm25 without a budget: %v", err)
+	}
+}
+
+func TestTextPrompter(t *testing.T) {
+	dir, base := gitRepo(t, map[string]string{"pkg/calc.py": "def sub(a, b):\n    return a + b\n"})
+	oracle := RepoPrompter{RepoDir: func(context.Context, *task.Instance) (string, error) { return dir, nil }, Budget: 500}
+	p := TextPrompter{Fallback: oracle}
+	ctx := context.Background()
+	inst := &task.Instance{InstanceID: "x", BaseCommit: base, ProblemStatement: "sub() adds", Patch: subPatch,
+		Text: "You will be provided with a partial code base and an issue statement.\n<issue>sub() adds</issue>\n"}
+	got, err := p.Prompt(ctx, inst)
+	if err != nil || got != RenderPrompt(inst.Text, nil) {
+		t.Fatalf("%v\n%s", err, got)
+	}
+	if plan, _ := p.Plan(ctx, inst); plan.Setting != config.PromptText || plan.Note != "" {
+		t.Fatalf("plan %+v", plan)
+	}
+	inst.Text = ""
+	got, err = p.Prompt(ctx, inst)
+	want, _ := oracle.Prompt(ctx, inst)
+	if err != nil || got != want || !strings.Contains(got, "[pkg/calc.py]") {
+		t.Fatalf("fallback %v\n%s", err, got)
+	}
+	if plan, _ := p.Plan(ctx, inst); plan.Setting != config.PromptOracle || plan.Note != TextFallback {
+		t.Fatalf("plan %+v", plan)
+	}
+	if _, ok := Prompter(p).(FileLister); ok {
+		t.Fatal("a text prompter lists files: the warm start would render their prompts from the issue")
+	}
+}
