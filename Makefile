@@ -6,11 +6,15 @@ PKGS := ./...
 
 # The default build is pure Go; build-blas links OpenBLAS (Debian's
 # libopenblas-dev, cgo) for about 4x faster training on CPU.
+# The version is git describe's (swetui version and the console show it).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/swetui/swetui/cli.Version=$(VERSION)
+
 build:
-	$(GO) build -o swetui .
+	$(GO) build -ldflags '$(LDFLAGS)' -o swetui .
 
 build-blas:
-	CGO_ENABLED=1 $(GO) build -tags blas -o swetui .
+	CGO_ENABLED=1 $(GO) build -tags blas -ldflags '$(LDFLAGS)' -o swetui .
 
 setup:
 	bash .ci/setup
