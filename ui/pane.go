@@ -1,8 +1,6 @@
 package ui
 
 import (
-	"strings"
-
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 )
@@ -30,9 +28,6 @@ type frame struct {
 
 func (f *frame) SetSize(w, h int) { f.w, f.h = max(w, 0), max(h, 0) }
 func (f *frame) SetFocus(b bool)  { f.focused = b }
-
-// view joins a pane's lines.
-func view(p pane) string { return strings.Join(p.Lines(), "\n") }
 
 // scroller is a viewport's offset over n lines shown h at a time.
 type scroller struct{ top int }
