@@ -199,8 +199,14 @@ func (p *groupPane) row(c *event.CompletionScored) string {
 	if b.Infra {
 		extra = append(extra, "INFRA")
 	}
+	if b.Noop {
+		extra = append(extra, "no-op")
+	}
 	if len(b.Hacks) > 0 {
 		extra = append(extra, "hack:"+strings.Join(b.Hacks, ","))
+	}
+	if len(b.HacksUndone) > 0 {
+		extra = append(extra, "reset:"+strings.Join(b.HacksUndone, ","))
 	}
 	if b.Problem() != "" && !b.Infra {
 		extra = append(extra, "err")

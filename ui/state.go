@@ -450,8 +450,14 @@ func verdict(b event.Verdict) string {
 	if b.F2PTotal+b.P2PTotal > 0 {
 		parts = append(parts, fmt.Sprintf("F2P %d/%d P2P %d/%d", b.F2PPassed, b.F2PTotal, b.P2PPassed, b.P2PTotal))
 	}
+	if b.Noop {
+		parts = append(parts, "no-op")
+	}
 	if len(b.Hacks) > 0 {
 		parts = append(parts, "hacks: "+strings.Join(b.Hacks, ","))
+	}
+	if len(b.HacksUndone) > 0 {
+		parts = append(parts, "undone by the reset (free): "+strings.Join(b.HacksUndone, ","))
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }

@@ -1,0 +1,24 @@
+package ui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/swetui/swetui/event"
+)
+
+// TestVerdictMarks: a no-op patch and flags the reset undid are named, in
+// the Group row and in the selected completion's summary.
+func TestVerdictMarks(t *testing.T) {
+	c := &event.CompletionScored{Verdict: event.Verdict{InstanceID: "a__b-1", SyntaxOK: true, Applied: true, ApplyMethod: "git-apply",
+		Noop: true, HacksUndone: []string{"touches_test_config"}, Hacks: []string{"escapes_repo"}}}
+	p := &groupPane{}
+	p.SetSize(140, 10)
+	for _, got := range []string{p.row(c), verdict(c.Verdict)} {
+		for _, want := range []string{"no-op", "touches_test_config", "escapes_repo"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%q lacks %q", got, want)
+			}
+		}
+	}
+}
