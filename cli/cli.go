@@ -69,6 +69,7 @@ func commands() []command {
 		{"prepare", "[--dataset D] [--dry-run]", "build, pull or stream the images a dataset needs", cmd(newPrepareOptions, prepareRun)},
 		{"sft", "[--config F] [--export DIR] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", cmd(newSFTOptions, sftRun)},
 		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--phase P] [--temperature T]", "generate one patch per task with a checkpoint and score them", cmd(newEvalOptions, evalRun)},
+		{"prompt", "--instance ID [--dataset D] [--config F] [key.path=value ...]", "print the prompt the policy sees for one instance, its tokens and the code it shows", cmd(newPromptOptions, promptRun)},
 		{"version", "[--config F] [key.path=value ...]", "print the version, the build and the device", cmd(configOnly("version"), versionRun)},
 	}
 }

@@ -27,7 +27,7 @@ type workspace struct {
 	cfg      config.Config
 	tasks    []*task.Instance
 	repos    map[string]string // instance id -> host repository (mini suite, or reward.repos_dir clones)
-	prompter train.RepoPrompter
+	prompter train.Prompter    // newPrompter's
 	tok      *model.Tokenizer
 	// shipped is the shipped warm start this run uses (its tokenizer is
 	// ws.tok); notShipped says why a run that could use one does not.
@@ -61,7 +61,33 @@ func openWorkspace(ctx context.Context, cfg config.Config, split string) (*works
 	} else {
 		ws.findRepos(ws.tasks)
 	}
-	ws.prompter = train.RepoPrompter{MaxContextBytes: maxContextBytes(cfg),
+	// The tokenizer is trained on the prompts, so their budget is first
+	// counted by an estimate, then by the tokenizer.
+	ws.prompter = ws.newPrompter(nil)
+	if err := ws.loadTokenizer(ctx); err != nil {
+		return nil, err
+	}
+	ws.prompter = ws.newPrompter(func(s string) int { return len(ws.tok.Encode(s)) })
+	return ws, nil
+}
+
+// promptBudget is the prompt's token budget: data.prompt_tokens, or what
+// model.context leaves after sample.max_new_tokens; 0 for the default
+// oracle prompts, cut by maxContextBytes as the shipped warm start's were.
+func promptBudget(cfg config.Config) int {
+	switch {
+	case cfg.Data.PromptTokens > 0:
+		return cfg.Data.PromptTokens
+	case cfg.Data.Prompt == config.PromptOracle:
+		return 0
+	}
+	return cfg.Model.Context - cfg.Sample.MaxNewTokens
+}
+
+// newPrompter builds data.prompt's prompter; count is the run's token
+// count (nil: an estimate).
+func (ws *workspace) newPrompter(count func(string) int) train.Prompter {
+	rp := train.RepoPrompter{Setting: ws.cfg.Data.Prompt, Budget: promptBudget(ws.cfg), Count: count,
 		RepoDir: func(ctx context.Context, in *task.Instance) (string, error) {
 			if dir, ok := ws.repos[in.InstanceID]; ok {
 				return dir, nil
@@ -69,10 +95,15 @@ func openWorkspace(ctx context.Context, cfg config.Config, split string) (*works
 			return "", fmt.Errorf("no repository for %s on this host (set reward.repos_dir to a folder of clones named %s)",
 				in.InstanceID, reward.RepoDirName(in.Repo))
 		}}
-	if err := ws.loadTokenizer(ctx); err != nil {
-		return nil, err
+	if rp.Budget > 0 {
+		rp.Cache = train.NewPromptCache()
+	} else {
+		rp.MaxContextBytes = maxContextBytes(ws.cfg)
 	}
-	return ws, nil
+	if ws.cfg.Data.Prompt == config.PromptText {
+		return train.TextPrompter{Fallback: rp}
+	}
+	return rp
 }
 
 // findRepos records the reward.repos_dir clones of tasks' repositories.

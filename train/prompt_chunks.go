@@ -333,27 +333,46 @@ func pickChunks(p string, lines []string, query []string, budget int, count func
 	})
 	marker := count(ElisionLine("    ", len(lines))) + 1
 	picked := make([]bool, len(units))
+	// A gap (a run of units not shown) costs an ElisionLine; gapsWith is
+	// how many there are once unit j is shown too.
+	gaps := 1
+	gapsWith := func(j, g int) int {
+		left := j > 0 && !picked[j-1]
+		right := j+1 < len(units) && !picked[j+1]
+		switch {
+		case left && right:
+			return g + 1
+		case !left && !right:
+			return g - 1
+		}
+		return g
+	}
 	var taken []int
-	used := marker // the file's last gap
+	used := 0 // the tokens of the units taken
+	try := func(ids ...int) {
+		g, extra := gaps, 0
+		for _, j := range ids {
+			g = gapsWith(j, g)
+			picked[j] = true
+			extra += costs[j]
+		}
+		if used+extra+marker*g > budget {
+			for _, j := range ids {
+				picked[j] = false
+			}
+			return
+		}
+		used, gaps = used+extra, g
+		taken = append(taken, ids...)
+	}
 	for _, i := range order {
-		if picked[i] {
-			continue
+		switch par := units[i].Parent; {
+		case picked[i]:
+		case par >= 0 && !picked[par]:
+			try(par, i)
+		default:
+			try(i)
 		}
-		need := costs[i] + marker + 1
-		par := units[i].Parent
-		if par >= 0 && !picked[par] {
-			need += costs[par] + marker + 1
-		}
-		if used+need > budget {
-			continue
-		}
-		used += need
-		if par >= 0 && !picked[par] {
-			picked[par] = true
-			taken = append(taken, par)
-		}
-		picked[i] = true
-		taken = append(taken, i)
 	}
 	// The estimate counts every unit's tokens apart; the rendered text is
 	// what must fit, so drop the last taken units until it does.

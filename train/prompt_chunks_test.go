@@ -90,10 +90,10 @@ func TestPickChunks(t *testing.T) {
 	}{
 		{"the function the issue names, the rest marked", "gamma is slow", 8, []LineRange{{32, 34}},
 			"... [32 lines not shown]\nasync def gamma():\n    pass\n", nil},
-		{"a method of a class too big to show whole, with its header", "the two property", 20, []LineRange{{19, 24}, {27, 32}},
+		{"a method of a class too big to show whole, with its header; then what else fits", "the two property", 16, []LineRange{{19, 24}, {27, 34}},
 			"... [19 lines not shown]\nclass Beta:\n    \"\"\"Doc.\"\"\"\n\n    attr = 1\n\n    ... [3 lines not shown]\n" +
-				"    @property\n    def two(self):\n        return 2\n\n\n... [2 lines not shown]\n",
-			[]string{"L1-6", "def alpha", "L17-19", "Beta.one", "def gamma"}},
+				"    @property\n    def two(self):\n        return 2\n\n\nasync def gamma():\n    pass\n",
+			[]string{"L1-6", "def alpha", "L17-19", "Beta.one"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestPickChunks(t *testing.T) {
 	}
 	// Room left after the relevant chunks goes to the others in file order.
 	pick, _ := pickChunks("m.py", lines, BM25Terms("gamma"), 16, lineCount)
-	if !reflect.DeepEqual(pick.Shown, []LineRange{{0, 6}, {32, 34}}) {
+	if !reflect.DeepEqual(pick.Shown, []LineRange{{0, 6}, {16, 19}, {32, 34}}) {
 		t.Fatalf("filled %v", pick.Shown)
 	}
 	if _, ok := pickChunks("m.py", lines, BM25Terms("gamma"), 3, lineCount); ok {

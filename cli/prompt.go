@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/task"
+	"github.com/swetui/swetui/train"
+)
+
+// promptOptions are `swetui prompt`'s inputs.
+type promptOptions struct {
+	Config   config.Config
+	Instance string
+}
+
+func newPromptOptions(env Env, args []string) (promptOptions, error) {
+	fs := newFlags(env, "prompt")
+	load := configFlag(fs, env)
+	id := fs.String("instance", "", "instance id whose prompt to print (required)")
+	dataset := fs.String("dataset", "", "dataset file or mini (default: data.source)")
+	overrides, err := parseFlags(fs, args)
+	if err != nil {
+		return promptOptions{}, err
+	}
+	if *id == "" {
+		return promptOptions{}, UsageErrorf("--instance is required")
+	}
+	cfg, err := load(overrides)
+	if err != nil {
+		return promptOptions{}, err
+	}
+	if *dataset != "" {
+		cfg.Data.Source = *dataset
+	}
+	return promptOptions{Config: cfg, Instance: *id}, nil
+}
+
+// planner is a prompter that says what its prompts show.
+type planner interface {
+	Plan(ctx context.Context, inst *task.Instance) (train.PromptPlan, error)
+}
+
+// promptRun implements `swetui prompt`: the prompt the policy sees for one
+// instance, with the run's config and tokenizer, then what it holds.
+func promptRun(ctx context.Context, env Env, o promptOptions) error {
+	cfg := o.Config
+	if cfg.Model.Tokenizer == "" {
+		// The tokenizer a run would train or take from the shipped warm
+		// start, without leaving it in run.out_dir.
+		if _, err := os.Stat(filepath.Join(cfg.Run.OutDir, "tokenizer.json")); errors.Is(err, os.ErrNotExist) {
+			tmp, err := os.MkdirTemp("", "swetui-prompt-")
+			if err != nil {
+				return fmt.Errorf("prompt: %w", err)
+			}
+			defer os.RemoveAll(tmp)
+			cfg.Run.OutDir = tmp
+		}
+	}
+	ws, err := openWorkspace(ctx, cfg, task.SplitTrain)
+	if err != nil {
+		return fmt.Errorf("prompt: %w", err)
+	}
+	inst, err := findInstance(ctx, ws, o.Instance)
+	if err != nil {
+		return err
+	}
+	text, err := ws.prompter.Prompt(ctx, inst)
+	if err != nil {
+		return fmt.Errorf("prompt: %w", err)
+	}
+	var plan train.PromptPlan
+	if p, ok := ws.prompter.(planner); ok {
+		if plan, err = p.Plan(ctx, inst); err != nil {
+			return fmt.Errorf("prompt: %w", err)
+		}
+	}
+	toks := ws.tok.Encode(text)
+	room := cfg.Model.Context - cfg.Sample.MaxNewTokens
+	seen := train.FitPrompt(toks, cfg.Model.Context, cfg.Sample.MaxNewTokens)
+	if len(seen) < len(toks) {
+		text = ws.tok.Decode(seen)
+	}
+	fmt.Fprint(env.Stdout, text)
+	if !strings.HasSuffix(text, "\n") {
+		fmt.Fprintln(env.Stdout)
+	}
+	writePlan(env.Stdout, cfg, inst, plan, len(toks), room)
+	return nil
+}
+
+// findInstance finds id in the dataset, whatever its split and
+// data.include or data.exclude say, with its repository on this host.
+func findInstance(ctx context.Context, ws *workspace, id string) (*task.Instance, error) {
+	for _, in := range ws.tasks {
+		if in.InstanceID == id {
+			return in, nil
+		}
+	}
+	c := ws.cfg
+	c.Data.Split, c.Data.Include, c.Data.Exclude, c.Data.TrainLimit = task.SplitAll, nil, nil, 0
+	all, err := task.Load(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("prompt: dataset %s: %w", c.Data.Source, err)
+	}
+	for i := range all {
+		if in := &all[i]; in.InstanceID == id {
+			if c.Data.Source != task.MiniSource {
+				ws.findRepos([]*task.Instance{in})
+			}
+			return in, nil
+		}
+	}
+	return nil, UsageErrorf("prompt: instance %q is not in %s (%d instances)", id, c.Data.Source, len(all))
+}
+
+// writePlan writes the summary under the prompt: tokens against the
+// budget, the setting, and each file shown whole, in part or not at all.
+func writePlan(w io.Writer, cfg config.Config, inst *task.Instance, plan train.PromptPlan, tokens, room int) {
+	budget := "model.context - sample.max_new_tokens"
+	if cfg.Data.PromptTokens > 0 {
+		budget = "data.prompt_tokens"
+	}
+	setting := plan.Setting
+	if setting == "" {
+		setting = cfg.Data.Prompt
+	}
+	head := fmt.Sprintf("--- %s: %d tokens", inst.InstanceID, tokens)
+	switch {
+	case setting == config.PromptText:
+		head += fmt.Sprintf("; data.prompt = text: the instance's text field as is (no budget applied; %d tokens fit)", room)
+	case plan.Budget > 0:
+		head += fmt.Sprintf(" of a %d-token budget (%s); data.prompt = %s", plan.Budget, budget, setting)
+	default:
+		head += fmt.Sprintf(" (%d fit); data.prompt = oracle, files cut from their end to %d bytes in all (data.prompt_tokens = 0: the shipped warm start's prompts)",
+			room, maxContextBytes(cfg))
+	}
+	if setting != cfg.Data.Prompt {
+		head += fmt.Sprintf(" instead of %s", cfg.Data.Prompt)
+	}
+	if inst.Split != "" {
+		head += "; split " + inst.Split
+	}
+	fmt.Fprintln(w, head)
+	if plan.Note != "" {
+		fmt.Fprintln(w, "note: "+plan.Note)
+	}
+	if tokens > room {
+		fmt.Fprintf(w, "note: %d tokens past the %d that model.context leaves: sampling keeps the prompt's last %d (shown above)\n", tokens-room, room, room)
+	}
+	for _, f := range plan.Files {
+		line := "shown " + f.Path
+		switch {
+		case f.CutBytes > 0:
+			line += fmt.Sprintf(": its first %d bytes (of %d lines)", f.CutBytes, f.Lines)
+		case f.Shown == nil:
+			line += fmt.Sprintf(": whole, %d lines", f.Lines)
+		default:
+			n := 0
+			for _, r := range f.Shown {
+				n += r.End - r.Start
+			}
+			line += fmt.Sprintf(": %d of %d lines, %s", n, f.Lines, names(f.Chunks))
+			if len(f.Elided) > 0 {
+				line += "; elided " + names(f.Elided)
+			}
+		}
+		if f.Score > 0 {
+			line += fmt.Sprintf(" (bm25 %.2f)", f.Score)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if len(plan.NotShown) > 0 {
+		what := "not shown (no room)"
+		if setting == config.PromptBM25 {
+			what = "not shown, ranked next"
+		}
+		fmt.Fprintf(w, "%s: %s\n", what, strings.Join(plan.NotShown, ", "))
+	}
+}
+
+// names lists chunk names, the first dozen of a long list.
+func names(ns []string) string {
+	const most = 12
+	if len(ns) <= most {
+		return strings.Join(ns, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ns[:most], ", "), len(ns)-most)
+}
