@@ -67,6 +67,7 @@ func commands() []command {
 		{"score", "--predictions P.jsonl|gold|empty [--dataset D] [--phase syntax|apply-only|docker] [--out report.json] [--workers N]", "score SWE-bench-format predictions", cmd(newScoreOptions, scoreRun)},
 		{"grade", "--instance I.json --log test_output.txt [--parser P]", "parse and grade one test log as JSON", cmd(newGradeOptions, gradeRun)},
 		{"prepare", "[--dataset D] [--dry-run]", "build, pull or stream the images a dataset needs", cmd(newPrepareOptions, prepareRun)},
+		{"mine", "--repo DIR [--name owner/name] [--out tasks.jsonl] [--max N] [--history first-parent|all] [--dry-run] [key.path=value ...]", "mine SWE-style instances from a repository's history, verified by running their tests in Docker", cmd(newMineOptions, mineRun)},
 		{"sft", "[--config F] [--export DIR] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", cmd(newSFTOptions, sftRun)},
 		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--phase P] [--temperature T]", "generate one patch per task with a checkpoint and score them", cmd(newEvalOptions, evalRun)},
 		{"prompt", "--instance ID [--dataset D] [--config F] [key.path=value ...]", "print the prompt the policy sees for one instance, its tokens and the code it shows", cmd(newPromptOptions, promptRun)},
