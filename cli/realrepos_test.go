@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -41,13 +42,13 @@ func realReposDocker(ctx context.Context, t *testing.T) *client.Client {
 // TestRealReposDataset checks the mined dataset end to end on the real
 // repositories: clones of the four bundles as reward.repos_dir, `swetui
 // prepare` builds one image a repository at the instances' base commits,
-// then every gold patch resolves in docker mode and no empty patch does.
-//
-// Gold patches that change tox.ini, setup.cfg or pyproject.toml test
-// settings are flagged touches_test_config by reward.HackFlags, and a
-// flagged patch is not resolved until the scorer stops counting that flag
-// against packaging fixes (reward/hacks.go, reward/scorer.go): until then
-// this test fails on those instances and names them.
+// then every gold patch resolves in docker mode (those that also edit
+// tox.ini, setup.cfg or pyproject.toml included: the reset restores those
+// files, so their flag costs nothing), and neither an empty patch nor one
+// that fixes nothing does. The same dataset with a setup that resets the
+// tree (which would wipe both patches and grade the old tests) resolves
+// nothing and says why; the same command as repo_setup, run before the
+// patch, resolves every gold patch again.
 func TestRealReposDataset(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds images and runs containers")
@@ -106,21 +107,60 @@ func TestRealReposDataset(t *testing.T) {
 	t.Logf("clones and prepare: %s", time.Since(start).Round(time.Second))
 
 	dir := t.TempDir()
-	tests := []struct {
-		preds    string
-		resolved int
-	}{
-		{"gold", len(insts)},
-		{"empty", 0},
+	// A patch that applies and fixes nothing: a note beside the code.
+	noFix := filepath.Join(dir, "nofix.jsonl")
+	var lines []string
+	for _, in := range insts {
+		b, _ := json.Marshal(map[string]string{"instance_id": in.InstanceID, "model_name_or_path": "nofix",
+			"model_patch": "diff --git a/SWETUI_NOTE.txt b/SWETUI_NOTE.txt\nnew file mode 100644\n--- /dev/null\n+++ b/SWETUI_NOTE.txt\n@@ -0,0 +1 @@\n+looked at it\n"})
+		lines = append(lines, string(b))
 	}
-	for _, tt := range tests {
-		t.Run(tt.preds, func(t *testing.T) {
+	if err := os.WriteFile(noFix, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The dataset as someone would write "start from the base commit":
+	// in setup, which runs after the patches, or in repo_setup, before.
+	withReset := func(name string, asRepoSetup bool) string {
+		var out []string
+		for _, in := range insts {
+			reset := "git checkout -qf " + in.BaseCommit + " && git clean -qfdx"
+			if asRepoSetup {
+				in.RepoSetup = reset
+			} else {
+				in.Setup = strings.TrimSpace(reset + "\n" + in.Setup)
+			}
+			b, err := json.Marshal(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(b))
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, preds, dataset string
+		resolved, infra      int
+	}{
+		{"gold", "gold", realReposDataset, len(insts), 0},
+		{"empty", "empty", realReposDataset, 0, 0},
+		{"no fix", noFix, realReposDataset, 0, 0},
+		{"setup resets the tree", "gold", withReset("setup-reset.jsonl", false), 0, len(insts)},
+		{"repo_setup resets the tree", "gold", withReset("repo-setup-reset.jsonl", true), len(insts), 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			begin := time.Now()
-			out := filepath.Join(dir, tt.preds+".report.json")
-			code, stdout, stderr := runCLI(t, append([]string{"score", "--predictions", tt.preds, "--dataset", realReposDataset,
+			out := filepath.Join(dir, fmt.Sprintf("%d.report.json", i))
+			code, stdout, stderr := runCLI(t, append([]string{"score", "--predictions", tt.preds, "--dataset", tt.dataset,
 				"--phase", "docker", "--out", out}, overrides...)...)
-			if code != ExitOK {
-				t.Fatalf("score: exit %d\n%s\n%s", code, stdout, stderr)
+			// score fails when every evaluation failed for infrastructure
+			// reasons, and still writes its report.
+			if want := map[bool]int{false: ExitOK, true: ExitFailure}[tt.infra == len(insts)]; code != want {
+				t.Fatalf("score: exit %d, want %d\n%s\n%s", code, want, stdout, stderr)
 			}
 			b, err := os.ReadFile(out)
 			if err != nil {
@@ -131,7 +171,10 @@ func TestRealReposDataset(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := rep.Summary
-			if s.Resolved != tt.resolved || s.Infra != 0 || s.Total != len(insts) {
+			if tt.infra > 0 && !strings.Contains(stdout, "move") && !strings.Contains(stdout, "repo_setup") {
+				t.Errorf("score's summary does not say what to do about the setup:\n%s", stdout)
+			}
+			if s.Resolved != tt.resolved || s.Infra != tt.infra || s.Total != len(insts) {
 				for _, e := range rep.Instances {
 					if e.Verdict == nil || e.Resolved == (tt.resolved > 0) {
 						continue
@@ -140,9 +183,16 @@ func TestRealReposDataset(t *testing.T) {
 					t.Errorf("%s: resolved %v, applied %v, F2P %d/%d, P2P broken %d, hack flags %v, infra %q, tests error %q",
 						e.InstanceID, e.Resolved, v.Applied, v.F2PPassed, v.F2PTotal, v.P2PBroken, e.HackFlags, v.InfraCause, v.TestsError)
 				}
-				t.Fatalf("summary %+v, want %d resolved of %d and no infrastructure failure\n%s", s, tt.resolved, len(insts), stdout)
+				t.Fatalf("summary %+v, want %d resolved of %d and %d infrastructure failures\n%s", s, tt.resolved, len(insts), tt.infra, stdout)
 			}
-			t.Logf("score %s: %s", tt.preds, time.Since(begin).Round(time.Second))
+			if tt.infra > 0 {
+				for _, e := range rep.Instances {
+					if v := e.Verdict; v == nil || !strings.Contains(v.InfraCause, e.InstanceID) || !strings.Contains(v.InfraCause, "setup") {
+						t.Errorf("%s: infra cause %q does not name the instance and the setup", e.InstanceID, v.InfraCause)
+					}
+				}
+			}
+			t.Logf("score %s: %s", tt.name, time.Since(begin).Round(time.Second))
 		})
 	}
 }

@@ -300,11 +300,15 @@ func summarise(entries []scoreEntry) scoreSummary {
 	return s
 }
 
-// infraKind is an infrastructure cause without its instance id, so that
-// one problem of many instances counts once.
+// infraKind is an infrastructure cause without its instance id and its
+// details (what follows its first ": "), so that one problem of many
+// instances counts once.
 func infraKind(cause string) string {
 	if i := strings.Index(cause, ": "); i >= 0 && strings.HasPrefix(cause, "evaluate ") {
-		return cause[i+2:]
+		cause = cause[i+2:]
+	}
+	if i := strings.Index(cause, ": "); i >= 0 {
+		cause = cause[:i]
 	}
 	return cause
 }

@@ -104,9 +104,9 @@ func setupProblem(in *task.Instance, check string) error {
 	case check == "":
 		return fmt.Errorf("evaluate %s: setup %q ended the test process before the tests (no setup check line)", in.InstanceID, in.Setup)
 	}
-	return fmt.Errorf("evaluate %s: setup %q %s after the patches were applied, so the tests would not run on them; "+
-		"no tests ran. Setup is for environment activation; commands that set the repository up belong in repo_setup, "+
-		"which runs before the patch", in.InstanceID, in.Setup, check)
+	return fmt.Errorf("evaluate %s: setup changed the patched files after the patches were applied, so no tests ran "+
+		"(setup is for environment activation; commands that set the repository up belong in repo_setup, which runs "+
+		"before the patch): setup %q %s", in.InstanceID, in.Setup, check)
 }
 
 // lastOwnLine is the last line the eval script printed about itself

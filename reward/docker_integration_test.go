@@ -241,8 +241,8 @@ func TestDockerSetupNeverFakesAPass(t *testing.T) {
 		setup, repoSetup string
 		infra            string // "" grades as usual
 	}{
-		{"setup resets the tree", reset, "", "changed calc.py tests/test_calc.py after the patches were applied"},
-		{"setup edits a patched file", "echo '# x' >> calc.py", "", "changed calc.py after the patches"},
+		{"setup resets the tree", reset, "", "changed calc.py tests/test_calc.py"},
+		{"setup edits a patched file", "echo '# x' >> calc.py", "", "changed calc.py"},
 		{"setup activates an environment", "export LC_ALL=C.UTF-8", "", ""},
 		{"the reset as repo_setup", "", reset, ""},
 	}
