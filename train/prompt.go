@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"os/exec"
 	"slices"
 	"strings"
@@ -101,6 +102,10 @@ const maxNotShown = 5
 
 // minFileTokens is the least room worth showing a file or a chunk in.
 const minFileTokens = 16
+
+// maxBytesPerToken is more bytes than a token of code holds on average in
+// any BPE (about 3-5 in small and large vocabularies alike).
+const maxBytesPerToken = 12
 
 // Prompt implements Prompter.
 func (p RepoPrompter) Prompt(ctx context.Context, inst *task.Instance) (string, error) {
@@ -251,7 +256,7 @@ func (p RepoPrompter) plan(ctx context.Context, inst *task.Instance, withFiles b
 	room := p.Budget - frame
 	var files []CodeFile
 	for range 4 {
-		plan.Files, plan.NotShown, files = fitFiles(cands, scores, query, room, plan.Setting == config.PromptOracle, count)
+		plan.Files, plan.NotShown, files = fitFiles(cands, scores, query, room, plan.Setting == config.PromptBM25, count)
 		over := count(RenderPrompt(inst.ProblemStatement, files)) - p.Budget
 		if over <= 0 || len(files) == 0 {
 			break
@@ -301,49 +306,98 @@ func rankFiles(ctx context.Context, dir string, inst *task.Instance) ([]CodeFile
 	return files, out, nil
 }
 
-// fitFiles adds cands in order while room (tokens) is left: each whole
-// when it fits, else its chunks that fit. The oracle's files are all
-// needed, so a long one gets an even share of what is left with the ones
-// after it; bm25 stops at the first file it has to cut.
-func fitFiles(cands []CodeFile, scores []float64, query []string, room int, share bool, count func(string) int) (shown []ShownFile, notShown []string, files []CodeFile) {
+// fitFiles shows cands within room tokens. Ranked (bm25) files are added
+// best first, the first that does not fit whole cut to its chunks, then no
+// more. The oracle's files are all needed: each gets a fair share of the
+// room (fairShares), in the patch's order, and what a cut file leaves of
+// its share goes to the next.
+func fitFiles(cands []CodeFile, scores []float64, query []string, room int, ranked bool, count func(string) int) (shown []ShownFile, notShown []string, files []CodeFile) {
+	costs := make([]int, len(cands))
 	for i, f := range cands {
-		if room < minFileTokens {
+		costs[i] = wholeCost(f, room, count)
+	}
+	shares := costs
+	if !ranked {
+		shares = fairShares(costs, room)
+	}
+	carry := 0 // room a file left unused, for the next
+	for i, f := range cands {
+		if ranked && room < minFileTokens {
 			notShown = append(notShown, paths(cands[i:])...)
 			break
 		}
-		head := "\n\n[" + f.Path + "]\n"
-		text := strings.TrimRight(f.Text, "\n")
-		lines := splitLines(f.Text)
-		sf := ShownFile{Path: f.Path, Lines: len(lines)}
+		sf := ShownFile{Path: f.Path, Lines: len(splitLines(f.Text))}
 		if scores != nil {
 			sf.Score = scores[i]
 		}
-		if cost := count(head + text); cost <= room {
-			room -= cost
+		give := room
+		if !ranked {
+			give, carry = shares[i]+carry, 0
+		}
+		if costs[i] <= give {
 			shown, files = append(shown, sf), append(files, f)
+			room, carry = room-costs[i], give-costs[i]
 			continue
 		}
-		part := room
-		if share {
-			part = room / (len(cands) - i)
-		}
-		pick, ok := pickChunks(f.Path, lines, query, part-count(head), count)
-		if ok {
+		used := 0
+		if pick, ok := fitChunks(f, query, give, count); ok {
 			sf.Shown, sf.Chunks, sf.Elided = pick.Shown, pick.Chunks, pick.Elided
-			room -= count(head + strings.TrimRight(pick.Text, "\n"))
+			used = pick.Tokens
 			shown, files = append(shown, sf), append(files, CodeFile{Path: f.Path, Text: pick.Text})
 		} else {
 			notShown = append(notShown, f.Path)
 		}
-		if !share {
+		room, carry = room-used, give-used
+		if ranked {
 			notShown = append(notShown, paths(cands[i+1:])...)
 			break
 		}
 	}
-	if !share && len(notShown) > maxNotShown {
+	if ranked && len(notShown) > maxNotShown {
 		notShown = notShown[:maxNotShown]
 	}
 	return shown, notShown, files
+}
+
+// fitChunks is pickChunks for f within room tokens, its header included
+// (in Tokens too).
+func fitChunks(f CodeFile, query []string, room int, count func(string) int) (chunkPick, bool) {
+	if room < minFileTokens {
+		return chunkPick{}, false
+	}
+	head := count("\n\n[" + f.Path + "]\n")
+	pick, ok := pickChunks(f.Path, splitLines(f.Text), query, room-head, count)
+	pick.Tokens += head
+	return pick, ok
+}
+
+// wholeCost is the tokens f takes in the prompt whole, its header
+// included; a file of more than maxBytesPerToken bytes a token of room is
+// not counted (math.MaxInt): it would not fit.
+func wholeCost(f CodeFile, room int, count func(string) int) int {
+	text := "\n\n[" + f.Path + "]\n" + strings.TrimRight(f.Text, "\n")
+	if len(text) > maxBytesPerToken*max(room, 0) {
+		return math.MaxInt
+	}
+	return count(text)
+}
+
+// fairShares splits room between items of the given costs, max-min fair:
+// an item costing less than an even share of what is left gets its cost,
+// the others split the rest evenly.
+func fairShares(costs []int, room int) []int {
+	order := make([]int, len(costs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(costs[a], costs[b]) })
+	out := make([]int, len(costs))
+	left := max(room, 0)
+	for k, i := range order {
+		out[i] = min(costs[i], left/(len(order)-k))
+		left -= out[i]
+	}
+	return out
 }
 
 func paths(files []CodeFile) []string {

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"regexp"
 	"slices"
@@ -189,10 +190,10 @@ func tripleQuote(l, open string) string {
 // prompt` shows them: a file's top-level chunks, with each Python class
 // whose text counts more than maxTokens split into its header and its
 // methods (each shown with the header).
-func fileUnits(p string, lines []string, maxTokens int, count func(string) int) []codeChunk {
+func fileUnits(p string, lines []string, maxTokens int, cost func(from, to int) int) []codeChunk {
 	var out []codeChunk
 	for _, c := range fileChunks(p, lines) {
-		if c.Kind == "class" && isPython(p) && count(joinLines(lines, c.Start, c.End)) > maxTokens {
+		if c.Kind == "class" && isPython(p) && cost(c.Start, c.End) > maxTokens {
 			if parts := classUnits(lines, c, len(out)); len(parts) > 1 {
 				out = append(out, parts...)
 				continue
@@ -302,25 +303,41 @@ type chunkPick struct {
 	Shown          []LineRange
 	Chunks, Elided []string
 	Text           string
+	Tokens         int // Text's
 }
 
 // pickChunks chooses whole units of a file whose shown text (ElisionLines
 // included) counts at most budget tokens: the units ranked by BM25 against
 // query (the units of this file are the documents), best first, each taken
 // when it still fits with its class header; ties and units the issue does
-// not name at all go in file order. ok is false when no unit fits.
+// not name at all go in file order. A short module head goes first. ok is
+// false when no unit fits.
 func pickChunks(p string, lines []string, query []string, budget int, count func(string) int) (chunkPick, bool) {
-	units := fileUnits(p, lines, budget/2, count)
+	memo := map[LineRange]int{}
+	cost := func(from, to int) int {
+		r := LineRange{from, to}
+		if n, ok := memo[r]; ok {
+			return n
+		}
+		memo[r] = count(joinLines(lines, from, to))
+		return memo[r]
+	}
+	units := fileUnits(p, lines, budget/2, cost)
 	docs := make([][]string, len(units))
 	costs := make([]int, len(units))
 	for i, u := range units {
-		text := joinLines(lines, u.Start, u.End)
-		docs[i], costs[i] = BM25Terms(text), count(text)
+		docs[i], costs[i] = BM25Terms(joinLines(lines, u.Start, u.End)), cost(u.Start, u.End)
 	}
 	scores := NewBM25Index(docs).Scores(query)
 	order := make([]int, len(units))
 	for i := range order {
 		order[i] = i
+	}
+	// A module's head (docstring, imports) that takes at most a quarter of
+	// the budget goes first: it says what the names in the rest are, and
+	// imports change with many fixes.
+	if units[0].Kind == "code" && units[0].Parent == -1 && costs[0] <= budget/4 {
+		scores[0] = math.Inf(1)
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		switch {
@@ -378,7 +395,7 @@ func pickChunks(p string, lines []string, query []string, budget int, count func
 	// what must fit, so drop the last taken units until it does.
 	for len(taken) > 0 {
 		pick := renderPick(units, lines, picked)
-		if count(pick.Text) <= budget {
+		if pick.Tokens = count(pick.Text); pick.Tokens <= budget {
 			return pick, true
 		}
 		last := taken[len(taken)-1]

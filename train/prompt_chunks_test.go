@@ -46,6 +46,9 @@ async def gamma():
 // lineCount counts a text's lines: an easy token count to reason about.
 func lineCount(s string) int { return strings.Count(s, "\n") + 1 }
 
+// rangeLines is lineCount of lines [from, to).
+func rangeLines(from, to int) int { return to - from }
+
 func TestPythonChunks(t *testing.T) {
 	lines := splitLines(chunkSample)
 	type c struct {
@@ -61,14 +64,14 @@ func TestPythonChunks(t *testing.T) {
 		t.Fatalf("chunks\n%v\nwant\n%v", got, want)
 	}
 	var units []string
-	for _, u := range fileUnits("m.py", lines, 10, lineCount) { // Beta's 13 lines are too many
+	for _, u := range fileUnits("m.py", lines, 10, rangeLines) { // Beta's 13 lines are too many
 		units = append(units, u.Name+" "+LineRange{u.Start, u.End}.String())
 	}
 	wantUnits := []string{"L1-6 L1-6", "def alpha L7-16", "L17-19 L17-19", "class Beta L20-24", "Beta.one L25-27", "Beta.two L28-32", "def gamma L33-34"}
 	if !slices.Equal(units, wantUnits) {
 		t.Fatalf("units %q, want %q", units, wantUnits)
 	}
-	if n := len(fileUnits("m.py", lines, 20, lineCount)); n != 5 {
+	if n := len(fileUnits("m.py", lines, 20, rangeLines)); n != 5 {
 		t.Fatalf("a class that fits is one unit: %d units", n)
 	}
 	// Other languages split where a line at column 0 follows a blank one.
@@ -116,6 +119,11 @@ func TestPickChunks(t *testing.T) {
 	pick, _ := pickChunks("m.py", lines, BM25Terms("gamma"), 16, lineCount)
 	if !reflect.DeepEqual(pick.Shown, []LineRange{{0, 6}, {16, 19}, {32, 34}}) {
 		t.Fatalf("filled %v", pick.Shown)
+	}
+	// A module head within a quarter of the budget goes first.
+	pick, _ = pickChunks("m.py", lines, BM25Terms("gamma"), 30, lineCount)
+	if !reflect.DeepEqual(pick.Shown, []LineRange{{0, 19}, {32, 34}}) || pick.Chunks[0] != "L1-6" {
+		t.Fatalf("head first: %v %q", pick.Shown, pick.Chunks)
 	}
 	if _, ok := pickChunks("m.py", lines, BM25Terms("gamma"), 3, lineCount); ok {
 		t.Fatal("a budget nothing fits in picked something")

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,5 +225,40 @@ func TestTextPrompter(t *testing.T) {
 	}
 	if _, ok := Prompter(p).(FileLister); ok {
 		t.Fatal("a text prompter lists files: the warm start would render their prompts from the issue")
+	}
+}
+
+func TestFairShares(t *testing.T) {
+	tests := []struct {
+		costs []int
+		room  int
+		want  []int
+	}{
+		{[]int{10, 20}, 100, []int{10, 20}},             // all fit
+		{[]int{1000, 10}, 100, []int{90, 10}},           // the small one whole, the big one the rest
+		{[]int{1000, 60, 1000}, 120, []int{40, 40, 40}}, // even when none fits its share
+		{[]int{math.MaxInt, 5}, 50, []int{45, 5}},       // too long to count
+		{[]int{7}, -3, []int{0}},
+	}
+	for _, tt := range tests {
+		if got := fairShares(tt.costs, tt.room); !slices.Equal(got, tt.want) {
+			t.Errorf("fairShares(%v, %d) = %v, want %v", tt.costs, tt.room, got, tt.want)
+		}
+	}
+}
+
+// Every gold file is shown: a short one whole, before or after a long one
+// cut to its chunks.
+func TestRepoPrompterOracleShares(t *testing.T) {
+	dir, base := gitRepo(t, map[string]string{"pkg/calc.py": longCalc(), "pkg/version.py": "VERSION = '1.0'\n"})
+	patch := subPatch + "diff --git a/pkg/version.py b/pkg/version.py\n--- a/pkg/version.py\n+++ b/pkg/version.py\n@@ -1 +1 @@\n-VERSION = '1.0'\n+VERSION = '1.1'\n"
+	inst := &task.Instance{InstanceID: "x", BaseCommit: base, ProblemStatement: "sub() adds", Patch: patch}
+	p := RepoPrompter{RepoDir: func(context.Context, *task.Instance) (string, error) { return dir, nil }, Budget: 300}
+	plan, err := p.Plan(context.Background(), inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Files) != 2 || plan.Files[0].Shown == nil || !slices.Contains(plan.Files[0].Chunks, "def sub") || plan.Files[1].Shown != nil {
+		t.Fatalf("plan %+v", plan)
 	}
 }
