@@ -1,0 +1,315 @@
+// Package history reads a run's history files for looking back at it
+// (`swetui view`): an index of every completion in rollouts.jsonl, kept
+// beside it and extended as the run writes more, filters over it, lazy reads
+// of one completion, and the series of metrics.jsonl. It writes nothing but
+// its index; the trainer owns the files it reads.
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/internal/durable"
+)
+
+// RolloutsFile and IndexFile are the names under a run's folder.
+const (
+	RolloutsFile = "rollouts.jsonl"
+	IndexFile    = ".rollouts.idx"
+)
+
+// Outcome bits of an Entry: what a completion was, for filters.
+const (
+	Valid uint32 = 1 << iota // a well-formed diff
+	Applied
+	Resolved
+	Noop
+	Infra
+	Truncated
+	Flagged // a costly hack flag
+	Undone  // a flag the eval's reset undid
+	Empty   // no text at all
+)
+
+// hackBit is the bit of each hack flag, above the outcome bits.
+var hackBit = map[string]uint32{}
+
+// HackNames are the flags an Entry records, in bit order.
+var HackNames = []string{"touches_tests", "touches_conftest", "touches_test_config", "deletes_tests",
+	"shadows_runner", "reaches_runner", "escapes_repo", "forged_markers"}
+
+func init() {
+	for i, h := range HackNames {
+		hackBit[h] = 1 << (16 + i)
+	}
+}
+
+// HackBit is the Entry.Flags bit of a hack flag (0 for an unknown one).
+func HackBit(name string) uint32 { return hackBit[name] }
+
+// Phases are the curriculum phases in Entry.Phase order.
+var Phases = []string{"syntax", "apply-only", "docker"}
+
+// Entry is one completion as the index holds it: where its line is and what
+// the filters and sorts read, 40 bytes.
+type Entry struct {
+	Off       int64
+	Len       int32
+	Step      int32
+	Group     int16
+	Index     int16
+	Reward    float32
+	Advantage float32
+	Flags     uint32
+	Task      uint32 // into Index.Tasks
+	Phase     uint8
+	_         [3]byte
+}
+
+// Has reports whether e has every bit of mask.
+func (e *Entry) Has(mask uint32) bool { return e.Flags&mask == mask }
+
+// Index is every completion of a run's rollouts.jsonl.
+type Index struct {
+	Entries []Entry
+	Tasks   []string
+	taskID  map[string]uint32
+	covered int64  // bytes of the file indexed
+	tail    []byte // the last bytes indexed, to tell a rewritten file
+}
+
+const (
+	indexMagic = "SWIDX1\n"
+	tailLen    = 64
+)
+
+// Open reads the index of dir's rollouts.jsonl, extends it with what the
+// file gained since it was written (rebuilding it if the file was rewritten,
+// as a resumed run does) and saves it when it grew. A missing rollouts file
+// is an empty index.
+func Open(dir string) (*Index, error) {
+	ix := readIndex(filepath.Join(dir, IndexFile))
+	grew, err := ix.Update(dir)
+	if err != nil {
+		return nil, err
+	}
+	if grew {
+		// The index is a cache: a folder it cannot be written to (a
+		// finished run on a read-only disk) is read without it.
+		_ = ix.save(filepath.Join(dir, IndexFile))
+	}
+	return ix, nil
+}
+
+// Update reads what rollouts.jsonl gained since the index last looked,
+// starting over when the file no longer begins with what was indexed. It
+// reports whether entries were added; a torn last line waits for the next
+// call.
+func (ix *Index) Update(dir string) (bool, error) {
+	f, err := os.Open(filepath.Join(dir, RolloutsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	if !ix.matches(f) {
+		*ix = Index{}
+	}
+	if ix.taskID == nil {
+		ix.taskID = make(map[string]uint32, len(ix.Tasks))
+		for i, t := range ix.Tasks {
+			ix.taskID[t] = uint32(i)
+		}
+	}
+	if _, err := f.Seek(ix.covered, io.SeekStart); err != nil {
+		return false, fmt.Errorf("history: %w", err)
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	off, n := ix.covered, len(ix.Entries)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			break // a line without its newline is still being written
+		}
+		if err != nil {
+			return false, fmt.Errorf("history: read %s: %w", RolloutsFile, err)
+		}
+		if e, ok := ix.entry(line); ok {
+			e.Off, e.Len = off, int32(len(line))
+			ix.Entries = append(ix.Entries, e)
+		}
+		off += int64(len(line))
+		ix.tail = lastBytes(line, ix.tail)
+	}
+	ix.covered = off
+	return len(ix.Entries) > n, nil
+}
+
+// lastBytes is the last tailLen bytes of prev followed by line.
+func lastBytes(line, prev []byte) []byte {
+	if len(line) >= tailLen {
+		return append([]byte(nil), line[len(line)-tailLen:]...)
+	}
+	b := append(append([]byte(nil), prev...), line...)
+	return b[max(len(b)-tailLen, 0):]
+}
+
+// matches reports whether f still holds what the index covered.
+func (ix *Index) matches(f *os.File) bool {
+	if ix.covered == 0 {
+		return true
+	}
+	st, err := f.Stat()
+	if err != nil || st.Size() < ix.covered {
+		return false
+	}
+	b := make([]byte, len(ix.tail))
+	if _, err := f.ReadAt(b, ix.covered-int64(len(b))); err != nil {
+		return false
+	}
+	return bytes.Equal(b, ix.tail)
+}
+
+// indexLine is what the index reads of a rollouts line.
+type indexLine struct {
+	Step      int     `json:"step"`
+	Group     int     `json:"group"`
+	Index     int     `json:"index"`
+	Advantage float64 `json:"advantage"`
+	Truncated bool    `json:"truncated"`
+	Verdict   struct {
+		InstanceID  string   `json:"instance_id"`
+		Phase       string   `json:"phase"`
+		Reward      float64  `json:"reward"`
+		NonEmpty    bool     `json:"nonempty"`
+		SyntaxOK    bool     `json:"syntax_ok"`
+		Applied     bool     `json:"applied"`
+		Resolved    bool     `json:"resolved"`
+		Noop        bool     `json:"noop"`
+		Infra       bool     `json:"infra_failure"`
+		Hacks       []string `json:"hacks"`
+		HacksUndone []string `json:"hacks_undone"`
+	} `json:"verdict"`
+}
+
+func (ix *Index) entry(line []byte) (Entry, bool) {
+	var l indexLine
+	if json.Unmarshal(line, &l) != nil {
+		return Entry{}, false // damaged: the trainer drops such lines too
+	}
+	v := &l.Verdict
+	e := Entry{Step: int32(l.Step), Group: int16(l.Group), Index: int16(l.Index),
+		Reward: float32(v.Reward), Advantage: float32(l.Advantage)}
+	for _, b := range []struct {
+		on  bool
+		bit uint32
+	}{{v.SyntaxOK, Valid}, {v.Applied, Applied}, {v.Resolved, Resolved}, {v.Noop, Noop}, {v.Infra, Infra},
+		{l.Truncated, Truncated}, {len(v.Hacks) > 0, Flagged}, {len(v.HacksUndone) > 0, Undone}, {!v.NonEmpty, Empty}} {
+		if b.on {
+			e.Flags |= b.bit
+		}
+	}
+	for _, h := range append(v.Hacks, v.HacksUndone...) {
+		e.Flags |= hackBit[h]
+	}
+	for i, p := range Phases {
+		if p == v.Phase {
+			e.Phase = uint8(i)
+		}
+	}
+	id, ok := ix.taskID[v.InstanceID]
+	if !ok {
+		id = uint32(len(ix.Tasks))
+		ix.Tasks = append(ix.Tasks, v.InstanceID)
+		ix.taskID[v.InstanceID] = id
+	}
+	e.Task = id
+	return e, true
+}
+
+// Read returns the completion of e, read from dir's rollouts.jsonl.
+func Read(dir string, e Entry) (event.CompletionScored, error) {
+	f, err := os.Open(filepath.Join(dir, RolloutsFile))
+	if err != nil {
+		return event.CompletionScored{}, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	b := make([]byte, e.Len)
+	if _, err := f.ReadAt(b, e.Off); err != nil {
+		return event.CompletionScored{}, fmt.Errorf("history: read %s at %d: %w", RolloutsFile, e.Off, err)
+	}
+	var c event.CompletionScored
+	if err := json.Unmarshal(b, &c); err != nil {
+		return event.CompletionScored{}, fmt.Errorf("history: %s at %d: %w", RolloutsFile, e.Off, err)
+	}
+	return c, nil
+}
+
+// save writes the index atomically: header, covered size, tail, tasks,
+// entries.
+func (ix *Index) save(path string) error {
+	var b bytes.Buffer
+	b.WriteString(indexMagic)
+	w := func(v any) { _ = binary.Write(&b, binary.LittleEndian, v) }
+	w(ix.covered)
+	w(uint32(len(ix.tail)))
+	b.Write(ix.tail)
+	w(uint32(len(ix.Tasks)))
+	for _, t := range ix.Tasks {
+		w(uint32(len(t)))
+		b.WriteString(t)
+	}
+	w(uint64(len(ix.Entries)))
+	w(ix.Entries)
+	return durable.ReplaceFile(path, b.Bytes())
+}
+
+// readIndex reads a saved index; anything it cannot read is an empty index
+// (rebuilt from the file).
+func readIndex(path string) *Index {
+	data, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(data, []byte(indexMagic)) {
+		return &Index{}
+	}
+	r := bytes.NewReader(data[len(indexMagic):])
+	var ix Index
+	rd := func(v any) bool { return binary.Read(r, binary.LittleEndian, v) == nil }
+	var n uint32
+	if !rd(&ix.covered) || !rd(&n) || n > tailLen {
+		return &Index{}
+	}
+	ix.tail = make([]byte, n)
+	if _, err := io.ReadFull(r, ix.tail); err != nil || !rd(&n) {
+		return &Index{}
+	}
+	for i := uint32(0); i < n; i++ {
+		var l uint32
+		if !rd(&l) || int64(l) > int64(r.Len()) {
+			return &Index{}
+		}
+		s := make([]byte, l)
+		if _, err := io.ReadFull(r, s); err != nil {
+			return &Index{}
+		}
+		ix.Tasks = append(ix.Tasks, string(s))
+	}
+	var m uint64
+	if !rd(&m) || m > uint64(r.Len())/uint64(binary.Size(Entry{})) {
+		return &Index{}
+	}
+	ix.Entries = make([]Entry, m)
+	if !rd(ix.Entries) {
+		return &Index{}
+	}
+	return &ix
+}
