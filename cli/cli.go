@@ -71,6 +71,7 @@ func commands() []command {
 		{"sft", "[--config F] [--export DIR] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", cmd(newSFTOptions, sftRun)},
 		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--phase P] [--temperature T]", "generate one patch per task with a checkpoint and score them", cmd(newEvalOptions, evalRun)},
 		{"prompt", "--instance ID [--dataset D] [--config F] [key.path=value ...]", "print the prompt the policy sees for one instance, its tokens and the code it shows", cmd(newPromptOptions, promptRun)},
+		{"view", "RUN_DIR [--filter WORDS] [--list]", "browse a run's completions, patches, verdicts and metrics, finished or still training", cmd(newViewOptions, viewRun)},
 		{"version", "[--config F] [key.path=value ...]", "print the version, the build and the device", cmd(configOnly("version"), versionRun)},
 	}
 }

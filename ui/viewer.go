@@ -1,0 +1,572 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
+)
+
+// ViewOptions configure `swetui view`.
+type ViewOptions struct {
+	Dir    string        // the run's folder (run.out_dir)
+	Follow time.Duration // how often to look for new lines (0: 1 s)
+	Filter string        // the filter to start with (history.ParseFilter)
+	Input  *os.File      // tests: replace the terminal
+	Output *os.File
+}
+
+// Viewer is `swetui view`: the console's look over a run's history files,
+// finished or still training. Screens: the list of completions (filtered,
+// sorted), one completion (its patch, the completion, every reward
+// component, the test lists), and a metric's chart over the run.
+type Viewer struct {
+	dir    string
+	ix     *history.Index
+	met    history.Metrics
+	filter history.Filter
+	fexpr  string
+	rows   []int // positions in ix.Entries, as the filter selects them
+	cursor int
+	top    int
+
+	screen  viewScreen
+	cur     *event.CompletionScored // the completion screen's
+	curMode diffMode
+	scroll  int
+	metric  int // into met.Names()
+
+	editing bool // typing a filter
+	input   string
+	status  string
+	w, h    int
+	follow  time.Duration
+}
+
+type viewScreen int
+
+const (
+	screenList viewScreen = iota
+	screenCompletion
+	screenChart
+)
+
+type viewTick struct{}
+
+// NewViewer opens a run's history: the index of its rollouts.jsonl (built
+// once and kept beside it) and its metrics.
+func NewViewer(o ViewOptions) (*Viewer, error) {
+	if st, err := os.Stat(o.Dir); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("view: %s is not a run folder", o.Dir)
+	}
+	ix, err := history.Open(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("view: %w", err)
+	}
+	if len(ix.Entries) == 0 {
+		if _, err := os.Stat(filepath.Join(o.Dir, history.RolloutsFile)); err != nil {
+			return nil, fmt.Errorf("view: %s has no %s: is it a run's out_dir?", o.Dir, history.RolloutsFile)
+		}
+	}
+	met, err := history.ReadMetrics(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("view: %w", err)
+	}
+	v := &Viewer{dir: o.Dir, ix: ix, met: met, follow: o.Follow, filter: history.NoFilter(), w: 100, h: 30}
+	if v.follow <= 0 {
+		v.follow = time.Second
+	}
+	if o.Filter != "" {
+		if err := v.setFilter(o.Filter); err != nil {
+			return nil, fmt.Errorf("view: %w", err)
+		}
+	} else {
+		v.reselect()
+	}
+	return v, nil
+}
+
+// RunViewer shows the viewer on the terminal until the operator quits.
+func RunViewer(ctx context.Context, o ViewOptions) error {
+	if _, ok := os.LookupEnv("NO_COLOR"); ok {
+		lipgloss.SetColorProfile(termenv.Ascii)
+	}
+	v, err := NewViewer(o)
+	if err != nil {
+		return err
+	}
+	popts := []tea.ProgramOption{tea.WithAltScreen(), tea.WithContext(ctx)}
+	if o.Input != nil {
+		popts = append(popts, tea.WithInput(o.Input))
+	}
+	if o.Output != nil {
+		popts = append(popts, tea.WithOutput(o.Output))
+	}
+	_, err = tea.NewProgram(v, popts...).Run()
+	if errors.Is(err, tea.ErrInterrupted) || (err != nil && ctx.Err() != nil) {
+		return nil
+	}
+	return err
+}
+
+func (v *Viewer) tick() tea.Cmd {
+	return tea.Tick(v.follow, func(time.Time) tea.Msg { return viewTick{} })
+}
+
+// Init implements tea.Model.
+func (v *Viewer) Init() tea.Cmd { return v.tick() }
+
+// text reads a completion's text for the text filter.
+func (v *Viewer) text(e history.Entry) string {
+	c, err := history.Read(v.dir, e)
+	if err != nil {
+		return ""
+	}
+	return c.Completion
+}
+
+func (v *Viewer) setFilter(expr string) error {
+	f, err := history.ParseFilter(expr)
+	if err != nil {
+		return err
+	}
+	rows, err := v.ix.Select(f, v.text)
+	if err != nil {
+		return err
+	}
+	v.filter, v.fexpr, v.rows, v.cursor, v.top = f, expr, rows, 0, 0
+	return nil
+}
+
+func (v *Viewer) reselect() {
+	rows, err := v.ix.Select(v.filter, v.text)
+	if err != nil {
+		v.status = err.Error()
+		return
+	}
+	v.rows = rows
+	v.cursor = min(v.cursor, max(len(rows)-1, 0))
+}
+
+// Update implements tea.Model.
+func (v *Viewer) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		v.w, v.h = msg.Width, msg.Height
+	case viewTick:
+		if grew, err := v.ix.Update(v.dir); err == nil && grew {
+			v.reselect()
+			if met, err := history.ReadMetrics(v.dir); err == nil {
+				v.met = met
+			}
+		}
+		return v, v.tick()
+	case tea.KeyMsg:
+		return v, v.key(msg)
+	}
+	return v, nil
+}
+
+func (v *Viewer) key(msg tea.KeyMsg) tea.Cmd {
+	k := msg.String()
+	if v.editing {
+		switch msg.Type {
+		case tea.KeyEnter:
+			v.editing = false
+			if err := v.setFilter(v.input); err != nil {
+				v.status = err.Error()
+			} else {
+				v.status = ""
+			}
+		case tea.KeyEsc:
+			v.editing = false
+		case tea.KeyBackspace:
+			if v.input != "" {
+				v.input = v.input[:len(v.input)-1]
+			}
+		case tea.KeyRunes, tea.KeySpace:
+			if !msg.Paste {
+				v.input += string(msg.Runes)
+			}
+		}
+		return nil
+	}
+	switch k {
+	case "q", "ctrl+c":
+		return tea.Quit
+	}
+	switch v.screen {
+	case screenList:
+		return v.listKey(k)
+	case screenCompletion:
+		return v.completionKey(k)
+	case screenChart:
+		switch k {
+		case "esc", "m":
+			v.screen = screenList
+		case "j", "down", "l", "right":
+			v.metric++
+		case "k", "up", "h", "left":
+			v.metric--
+		}
+		if n := len(v.met.Series); n > 0 {
+			v.metric = (v.metric%n + n) % n
+		}
+	}
+	return nil
+}
+
+func (v *Viewer) listKey(k string) tea.Cmd {
+	page := max(v.h-6, 1)
+	switch k {
+	case "j", "down":
+		v.cursor++
+	case "k", "up":
+		v.cursor--
+	case "pgdown", "ctrl+d":
+		v.cursor += page
+	case "pgup", "ctrl+u":
+		v.cursor -= page
+	case "g", "home":
+		v.cursor = 0
+	case "G", "end":
+		v.cursor = len(v.rows) - 1
+	case "/":
+		v.editing, v.input = true, v.fexpr
+	case "esc":
+		_ = v.setFilter("")
+		v.status = ""
+	case "enter":
+		v.open()
+	case "t":
+		// The selected task's completions across the run, in step order.
+		if e, ok := v.selected(); ok {
+			v.status = ""
+			if err := v.setFilter("task=" + v.ix.Tasks[e.Task]); err != nil {
+				v.status = err.Error()
+			}
+		}
+	case "s":
+		// Cycle the sort: step, reward (best first), advantage (best first).
+		next := map[string]string{"": "-reward", "step": "-reward", "reward": "-advantage", "advantage": "step"}[v.filter.SortBy]
+		expr := strings.TrimSpace(removeWord(v.fexpr, "sort=") + " sort=" + next)
+		if err := v.setFilter(expr); err != nil {
+			v.status = err.Error()
+		}
+	case "m":
+		v.screen = screenChart
+	case "E":
+		v.status = v.exportSet()
+	}
+	v.cursor = max(min(v.cursor, len(v.rows)-1), 0)
+	return nil
+}
+
+func (v *Viewer) completionKey(k string) tea.Cmd {
+	switch k {
+	case "esc", "backspace":
+		v.screen = screenList
+	case "j", "down":
+		v.scroll++
+	case "k", "up":
+		v.scroll--
+	case "pgdown", "ctrl+d":
+		v.scroll += max(v.h-4, 1)
+	case "pgup", "ctrl+u":
+		v.scroll -= max(v.h-4, 1)
+	case "c":
+		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modeRaw}[v.curMode == modeRaw], 0
+	case "n":
+		v.cursor = min(v.cursor+1, len(v.rows)-1)
+		v.open()
+	case "p":
+		v.cursor = max(v.cursor-1, 0)
+		v.open()
+	case "e":
+		v.status = v.exportPatch()
+	}
+	v.scroll = max(v.scroll, 0)
+	return nil
+}
+
+func removeWord(expr, prefix string) string {
+	var out []string
+	for _, w := range strings.Fields(expr) {
+		if !strings.HasPrefix(w, prefix) {
+			out = append(out, w)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func (v *Viewer) selected() (history.Entry, bool) {
+	if v.cursor < 0 || v.cursor >= len(v.rows) {
+		return history.Entry{}, false
+	}
+	return v.ix.Entries[v.rows[v.cursor]], true
+}
+
+func (v *Viewer) open() {
+	e, ok := v.selected()
+	if !ok {
+		return
+	}
+	c, err := history.Read(v.dir, e)
+	if err != nil {
+		v.status = err.Error()
+		return
+	}
+	v.cur, v.screen, v.scroll, v.curMode = &c, screenCompletion, 0, modeDiff
+}
+
+// exportPatch writes the open completion's patch beside the run, as
+// exports/step-S-G.I.patch.
+func (v *Viewer) exportPatch() string {
+	c := v.cur
+	if c == nil || strings.TrimSpace(c.Verdict.Patch) == "" {
+		return "nothing to export: no patch was extracted"
+	}
+	path := filepath.Join(v.dir, "exports", fmt.Sprintf("step-%d-%d.%d.patch", c.Step, c.Group, c.Index))
+	if err := writeExport(path, []byte(c.Verdict.Patch)); err != nil {
+		return err.Error()
+	}
+	return "wrote " + path
+}
+
+// exportSet writes every selected completion's line, as rollouts.jsonl has
+// it, to exports/selection-<time>.jsonl.
+func (v *Viewer) exportSet() string {
+	var b strings.Builder
+	for _, i := range v.rows {
+		c, err := history.Read(v.dir, v.ix.Entries[i])
+		if err != nil {
+			return err.Error()
+		}
+		line, _ := json.Marshal(c)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	path := filepath.Join(v.dir, "exports", "selection-"+time.Now().Format("20060102-150405")+".jsonl")
+	if err := writeExport(path, []byte(b.String())); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("wrote %d completions to %s", len(v.rows), path)
+}
+
+func writeExport(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
+}
+
+// View implements tea.Model.
+func (v *Viewer) View() string {
+	var lines []string
+	switch v.screen {
+	case screenList:
+		lines = v.listLines()
+	case screenCompletion:
+		lines = v.completionLines()
+	case screenChart:
+		lines = v.chartLines()
+	}
+	for i := range lines {
+		lines[i] = fitLine(lines[i], v.w)
+	}
+	for len(lines) < v.h {
+		lines = append(lines, strings.Repeat(" ", max(v.w, 0)))
+	}
+	return strings.Join(lines[:v.h], "\n")
+}
+
+func (v *Viewer) header(title string) string {
+	return styleBar.Render(fitLine(fmt.Sprintf(" swetui view  %s  %s  %d completions, %d tasks", cut(v.dir, 40), title,
+		len(v.ix.Entries), len(v.ix.Tasks)), v.w))
+}
+
+func (v *Viewer) footer(keys string) []string {
+	out := []string{}
+	switch {
+	case v.editing:
+		out = append(out, styleFocus.Render("filter: ")+clean(v.input)+"_")
+	case v.status != "":
+		out = append(out, styleWarn.Render(clean(v.status)))
+	default:
+		out = append(out, "")
+	}
+	return append(out, styleDim.Render(keys))
+}
+
+// OutcomeWord is a completion's outcome in words, the list's last column.
+func OutcomeWord(e history.Entry) string {
+	var w []string
+	switch {
+	case e.Has(history.Infra):
+		w = append(w, "INFRA")
+	case e.Has(history.Resolved):
+		w = append(w, "resolved")
+	case e.Has(history.Applied):
+		w = append(w, "applied")
+	case e.Has(history.Valid):
+		w = append(w, "valid")
+	case e.Has(history.Empty):
+		w = append(w, "empty")
+	default:
+		w = append(w, "malformed")
+	}
+	if e.Has(history.Noop) {
+		w = append(w, "no-op")
+	}
+	if e.Has(history.Truncated) {
+		w = append(w, "truncated")
+	}
+	for _, h := range history.HackNames {
+		if e.Has(history.HackBit(h)) {
+			w = append(w, h)
+		}
+	}
+	return strings.Join(w, " ")
+}
+
+func (v *Viewer) listLines() []string {
+	expr := v.fexpr
+	if expr == "" {
+		expr = "all, by step"
+	}
+	out := []string{v.header(fmt.Sprintf("filter: %s (%d shown)", clean(expr), len(v.rows))),
+		styleTitle.Render(fmt.Sprintf("  %6s %-7s %-32s %-10s %7s %7s  %s", "step", "g.i", "task", "phase", "reward", "adv", "outcome"))}
+	body := max(v.h-4, 1)
+	if v.cursor < v.top {
+		v.top = v.cursor
+	}
+	if v.cursor >= v.top+body {
+		v.top = v.cursor - body + 1
+	}
+	for i := v.top; i < len(v.rows) && i < v.top+body; i++ {
+		e := v.ix.Entries[v.rows[i]]
+		row := fmt.Sprintf("  %6d %-7s %-32s %-10s %7.3f %+7.3f  %s", e.Step, fmt.Sprintf("%d.%d", e.Group, e.Index),
+			cut(v.ix.Tasks[e.Task], 32), history.Phases[e.Phase], e.Reward, e.Advantage, OutcomeWord(e))
+		if i == v.cursor {
+			row = styleSelected.Render(fitLine(row, v.w))
+		}
+		out = append(out, row)
+	}
+	if len(v.rows) == 0 {
+		out = append(out, styleDim.Render("  (no completion matches; esc clears the filter)"))
+	}
+	for len(out) < v.h-2 {
+		out = append(out, "")
+	}
+	return append(out, v.footer("enter open  / filter (task= step=N-M phase= outcome= reward>= adv< text= sort=)  t this task across the run  s sort  m charts  E export selection  esc clear  q quit")...)
+}
+
+func (v *Viewer) completionLines() []string {
+	c := v.cur
+	b := c.Verdict
+	out := []string{v.header(fmt.Sprintf("step %d, completion %d.%d of %s", c.Step, c.Group, c.Index, cut(b.InstanceID, 40)))}
+	info := []string{
+		fmt.Sprintf("phase %s  reward %.3f  advantage %+.3f  tokens %d  weights v%d%s", b.Phase, b.Reward, c.Advantage, c.Tokens,
+			c.Version, map[bool]string{true: "  truncated", false: ""}[c.Truncated]),
+		"verdict " + verdict(b),
+		fmt.Sprintf("components: syntax %v  applied %v (%s)  hunks %d/%d  similarity %.3f  F2P %d/%d  P2P %d/%d broken %d",
+			b.SyntaxOK, b.Applied, orDash(b.ApplyMethod, "-"), b.HunksApplied, b.HunksTotal, b.Similarity,
+			b.F2PPassed, b.F2PTotal, b.P2PPassed, b.P2PTotal, b.P2PBroken),
+	}
+	if p := b.Problem(); p != "" {
+		info = append(info, "problem: "+p)
+	}
+	if ts := b.TestsStatus; ts != nil {
+		info = append(info,
+			"FAIL_TO_PASS passed: "+listOrNone(ts.FailToPass.Success), "FAIL_TO_PASS failed: "+listOrNone(ts.FailToPass.Failure),
+			"PASS_TO_PASS failed: "+listOrNone(ts.PassToPass.Failure))
+	}
+	for _, l := range info {
+		out = append(out, cut(l, v.w))
+	}
+	out = append(out, styleTitle.Render(map[diffMode]string{modeDiff: "-- patch (c: the completion) --", modeRaw: "-- completion (c: the patch) --"}[v.curMode]))
+	var body []string
+	if v.curMode == modeRaw {
+		body = wrap(c.Completion, v.w)
+	} else if strings.TrimSpace(b.Patch) == "" {
+		body = []string{"(no diff extracted: c shows the completion)"}
+	} else {
+		for _, l := range strings.Split(strings.TrimRight(b.Patch, "\n"), "\n") {
+			body = append(body, colourDiff(clean(l)))
+		}
+	}
+	room := max(v.h-len(out)-2, 1)
+	v.scroll = min(v.scroll, max(len(body)-room, 0))
+	for i := v.scroll; i < len(body) && i < v.scroll+room; i++ {
+		out = append(out, body[i])
+	}
+	for len(out) < v.h-2 {
+		out = append(out, "")
+	}
+	return append(out, v.footer("j k scroll  c patch/completion  n p next/previous  e export patch  esc back  q quit")...)
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+func (v *Viewer) chartLines() []string {
+	names := v.met.Names()
+	if len(names) == 0 {
+		out := []string{v.header("charts"), styleDim.Render("  (metrics.jsonl has no metrics yet)")}
+		return append(out, v.footer("esc back  q quit")...)
+	}
+	name := names[v.metric%len(names)]
+	pts := v.met.Series[name]
+	vals := make([]float64, len(pts))
+	for i, p := range pts {
+		vals[i] = p.Value
+	}
+	out := []string{v.header(fmt.Sprintf("chart %d/%d: %s", v.metric%len(names)+1, len(names), name))}
+	w, h := max(v.w-12, 10), max(v.h-8, 3)
+	vals = bucket(len(vals), w*2, true, func(i int) float64 { return vals[i] })
+	lo, hi := bounds(vals, nil)
+	for i, l := range braille(vals, lo, hi, w, h) {
+		label := "          "
+		switch i {
+		case 0:
+			label = fmt.Sprintf("%9.3g ", hi)
+		case h - 1:
+			label = fmt.Sprintf("%9.3g ", lo)
+		}
+		out = append(out, label+l)
+	}
+	first, last := 0, 0
+	if len(pts) > 0 {
+		first, last = pts[0].Step, pts[len(pts)-1].Step
+	}
+	out = append(out, fmt.Sprintf("%10s steps %d-%d, %d points", "", first, last, len(pts)))
+	var marks []string
+	for _, m := range v.met.Marks {
+		marks = append(marks, fmt.Sprintf("%s at %d", m.What, m.Step))
+	}
+	if len(marks) > 0 {
+		out = append(out, cut("  marks: "+strings.Join(marks, ", "), v.w))
+	}
+	for len(out) < v.h-2 {
+		out = append(out, "")
+	}
+	return append(out, v.footer("j k (or h l) another metric  esc back  q quit")...)
+}

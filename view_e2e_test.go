@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var shownRe = regexp.MustCompile(`(\d+) completions, (\d+) tasks`)
+
+// shownCount is how many completions the viewer's header says the run has.
+func shownCount(screen string) int {
+	m := shownRe.FindStringSubmatch(firstLine(screen))
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// TestViewInTmux drives `swetui view` in tmux over a real run made by the
+// real trainer: it follows the run while it trains, filters by steps, shows
+// one task across the run, opens a completion with its patch and verdict,
+// exports the patch and the selection, and charts a metric.
+func TestViewInTmux(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end viewer test: skipped with -short")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (make setup installs it)")
+	}
+	dir := t.TempDir()
+	bin := buildBinary(t)
+	out := filepath.Join(dir, "run")
+	cfgPath := writeSmallConfig(t, dir, "view-"+strconv.Itoa(os.Getpid()), out, 0, true)
+	editFile(t, cfgPath, "max_steps = 0", "max_steps = 12")
+	run := exec.Command(bin, "run", "--headless", "--config", cfgPath)
+	runLog, err := os.Create(filepath.Join(dir, "run.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Stdout, run.Stderr = runLog, runLog
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Process.Kill()
+	// The viewer starts as soon as the run has a folder, before its first step.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(out, "rollouts.jsonl")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run wrote no rollouts.jsonl")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s := &tmuxSession{t: t, socket: "swetui-view-" + strconv.Itoa(os.Getpid()), name: "view"}
+	s.cmd("new-session", "-d", "-s", s.name, "-x", "140", "-y", "36", fmt.Sprintf("%s view %s --follow 300ms; sleep 30", bin, out))
+	defer exec.Command("tmux", "-L", s.socket, "kill-server").Run()
+
+	first := s.waitFor("the first completions", 3*time.Minute, func(sc string) bool { return shownCount(sc) > 0 })
+	n0 := shownCount(first)
+	s.waitFor("new steps as they land", 3*time.Minute, func(sc string) bool { return shownCount(sc) > n0 })
+	if err := run.Wait(); err != nil {
+		b, _ := os.ReadFile(runLog.Name())
+		t.Fatalf("run: %v\n%s", err, b)
+	}
+	total := countLines(t, filepath.Join(out, "rollouts.jsonl"))
+	s.waitFor("every completion of the finished run", time.Minute, func(sc string) bool { return shownCount(sc) == total })
+
+	// Steps 2-3 only.
+	s.keys("/")
+	s.keys("-l", "step=2-3")
+	s.keys("Enter")
+	sc := s.waitFor("the step filter", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: step=2-3") })
+	for _, l := range strings.Split(sc, "\n")[2:] {
+		if f := strings.Fields(l); len(f) > 2 && regexp.MustCompile(`^\d+\.\d+$`).MatchString(f[1]) && f[0] != "2" && f[0] != "3" {
+			t.Fatalf("a row of step %s under step=2-3:\n%s", f[0], sc)
+		}
+	}
+	// One task across the run, in step order.
+	s.keys("Escape")
+	s.keys("t")
+	sc = s.waitFor("one task across the run", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: task=") })
+	// One completion: its verdict and patch; export it.
+	s.keys("Enter")
+	sc = s.waitFor("a completion", 10*time.Second, func(sc string) bool {
+		return strings.Contains(sc, "verdict (") && strings.Contains(sc, "-- patch")
+	})
+	if strings.Contains(sc, "--- a/") {
+		s.keys("e")
+		sc = s.waitFor("the patch export", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "wrote ") })
+		patches, _ := filepath.Glob(filepath.Join(out, "exports", "*.patch"))
+		if len(patches) != 1 {
+			t.Fatalf("exported patches %v\n%s", patches, sc)
+		}
+		if b, _ := os.ReadFile(patches[0]); !strings.Contains(string(b), "+++ b/") {
+			t.Errorf("exported patch:\n%s", b)
+		}
+	}
+	s.keys("c")
+	s.waitFor("the raw completion", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "-- completion (c: the patch)") })
+	// Back to the list; export the selection.
+	s.keys("Escape")
+	s.keys("E")
+	sc = s.waitFor("the selection export", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "completions to ") })
+	sets, _ := filepath.Glob(filepath.Join(out, "exports", "selection-*.jsonl"))
+	if len(sets) != 1 || countLines(t, sets[0]) == 0 {
+		t.Fatalf("exported selections %v\n%s", sets, sc)
+	}
+	// A metric's chart.
+	s.keys("m")
+	s.waitFor("a chart", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "chart 1/") })
+	s.keys("q")
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		n++
+	}
+	return n
+}
