@@ -13,6 +13,7 @@ import (
 
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/reward"
+	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 )
 
@@ -288,8 +289,8 @@ func (f *fakeEval) Evaluate(ctx context.Context, req reward.EvalRequest) reward.
 }
 
 func ran(exit int, lines ...string) reward.EvalOutput {
-	return reward.EvalOutput{ApplyMethod: reward.ApplyGit, Complete: true, ExitStatus: exit,
-		TestLog: "=========================== short test summary info ============================\n" + strings.Join(lines, "\n") + "\n===== done ====="}
+	return reward.EvalOutput{Output: sandbox.Output{ApplyMethod: reward.ApplyGit, Complete: true, ExitStatus: exit,
+		TestLog: "=========================== short test summary info ============================\n" + strings.Join(lines, "\n") + "\n===== done ====="}}
 }
 
 func TestVerify(t *testing.T) {
@@ -311,8 +312,8 @@ func TestVerify(t *testing.T) {
 		{"nothing flips", ran(0, "PASSED tests/test_calc.py::test_add"), ran(0, "PASSED tests/test_calc.py::test_add"), 2, SkipNoFailToPass, nil, nil},
 		{"missing module", reward.EvalOutput{}, missing, 1, "missing module simplejson", nil, nil},
 		{"collection error", reward.EvalOutput{}, ran(2, "ERROR tests/test_calc.py - SyntaxError"), 1, SkipCollection, nil, nil},
-		{"gold does not apply", reward.EvalOutput{}, reward.EvalOutput{ApplyMethod: reward.ApplyFailed}, 1, SkipGoldNoApply, nil, nil},
-		{"timeout", reward.EvalOutput{}, reward.EvalOutput{ApplyMethod: reward.ApplyGit, TimedOut: true}, 1, SkipTimeout, nil, nil},
+		{"gold does not apply", reward.EvalOutput{}, reward.EvalOutput{Output: sandbox.Output{ApplyMethod: reward.ApplyFailed}}, 1, SkipGoldNoApply, nil, nil},
+		{"timeout", reward.EvalOutput{}, reward.EvalOutput{Output: sandbox.Output{ApplyMethod: reward.ApplyGit}, TimedOut: true}, 1, SkipTimeout, nil, nil},
 		{"test patch does not apply", reward.EvalOutput{}, reward.EvalOutput{Infra: fmt.Errorf("evaluate x: the reference test patch did not apply")}, 1, SkipTestNoApply, nil, nil},
 	}
 	for _, tt := range tests {

@@ -143,7 +143,8 @@ func Verify(ctx context.Context, ev reward.Evaluator, r Record, image string) (o
 	// shadows it, ...) could never resolve. Flags the evaluation's reset
 	// undoes (a fix that also edits tox.ini or setup.cfg) cost nothing:
 	// such commits are kept.
-	fl := reward.CheckHacks(r.Patch, task.Paths(task.PatchFiles(r.TestPatch)))
+	gold, _ := reward.ReadDiff(r.Patch)
+	fl := reward.CheckHacks(gold, task.Paths(task.PatchFiles(r.TestPatch)))
 	o.Hacks, o.Undone = fl.Hacks, fl.Undone
 	if len(o.Hacks) > 0 {
 		o.Skip, o.Detail = SkipHackFlagged+": "+o.Hacks[0], strings.Join(o.Hacks, ", ")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/swetui/swetui/task"
 )
 
 // FileDiff is one file of a unified diff, as the syntax check read it. Paths
@@ -21,6 +23,12 @@ type FileDiff struct {
 	Hunks    int    `json:"hunks"`
 	Added    int    `json:"added"`
 	Deleted  int    `json:"deleted"`
+
+	// hunks are the text hunks as read (Hunks counts the whole ones): the
+	// shaping terms and the hack check take them from here, so that a diff
+	// is walked once.
+	hunks   []hunk
+	symlink bool // the patched file is a symbolic link (mode 120000): its + line is the target
 }
 
 // Path is the file's path in the patched tree, or its old path if deleted.
@@ -66,9 +74,28 @@ func (e *SyntaxError) Error() string { return fmt.Sprintf("diff line %d: %s", e.
 // body, no hunk may be empty, and every path must be relative and stay inside
 // the repository (no absolute paths, no "..", nothing under .git).
 func ValidateDiff(diff string) (*Patch, error) {
-	p, _, err := parseDiff(diff, true)
+	p, _, err := parseDiff(diff, parseStrict)
 	return p, err
 }
+
+// ReadDiff reads diff as ValidateDiff does but on past its problems: every
+// file section with what could be read of it (paths as written, hunks as far
+// as they go), and the first problem, the one ValidateDiff reports. The hack
+// check reads a broken diff this way, so that it is still flagged for what
+// it tries. The Patch is never nil.
+func ReadDiff(diff string) (*Patch, error) {
+	p, _, err := parseDiff(diff, parseSalvage)
+	return p, err
+}
+
+// parseMode says what parseDiff does with a line that cannot continue the diff.
+type parseMode int
+
+const (
+	parseStrict  parseMode = iota // an error (ValidateDiff)
+	parsePrefix                   // the end of the diff: extraction cuts trailing prose off there
+	parseSalvage                  // noted and passed over (ReadDiff)
+)
 
 // diffParser walks a diff line by line without copying it.
 type diffParser struct {
@@ -106,50 +133,62 @@ func (d *diffParser) errf(format string, args ...any) error {
 	return &SyntaxError{Line: d.line, Msg: fmt.Sprintf(format, args...)}
 }
 
-// parseDiff parses src. In strict mode every line must belong to the diff
-// (blank lines between files excepted); otherwise parsing stops before the
-// first line that cannot continue a complete diff, and end is its offset, so
-// extraction can cut trailing prose off a bare diff.
-func parseDiff(src string, strict bool) (p *Patch, end int, err error) {
+// parseDiff parses src in mode; end is the offset where the diff stops
+// (before the first line that cannot continue it, in parsePrefix).
+func parseDiff(src string, mode parseMode) (p *Patch, end int, err error) {
 	d := &diffParser{src: src}
 	p = &Patch{}
+	var first error // parseSalvage: the first problem, read on past
 	for {
 		start := d.pos
 		l, ok := d.next()
 		if !ok {
 			break
 		}
+		var f FileDiff
+		var ferr error
+		section := true // l starts a file section, f
 		switch {
 		case strings.HasPrefix(l, "diff --git "):
 			p.Git = true
-			f, err := d.gitFile(l)
-			if err != nil {
-				return nil, start, err
-			}
-			p.Files = append(p.Files, f)
+			f, ferr = d.gitFile(l)
 		case strings.HasPrefix(l, "--- "):
-			f, err := d.plainFile(l)
-			if err != nil {
-				return nil, start, err
-			}
-			p.Files = append(p.Files, f)
+			f, ferr = d.plainFile(l)
 		case strings.TrimSpace(l) == "":
 			continue
+		case mode == parsePrefix && len(p.Files) > 0:
+			d.pos = start
+			return p, start, nil
 		default:
-			if !strict && len(p.Files) > 0 {
-				d.pos = start
-				return p, start, nil
-			}
+			section = false
 			if len(p.Files) == 0 {
-				return nil, start, d.errf("expected a file header (diff --git or ---), got %.60q", l)
+				ferr = d.errf("expected a file header (diff --git or ---), got %.60q", l)
+			} else {
+				ferr = d.errf("unexpected line after the last hunk: %.60q", l)
+				if mode == parseSalvage && strings.HasPrefix(l, "@@ ") {
+					_ = d.hunk(&p.Files[len(p.Files)-1], l) // a hunk after its section broke is still that file's
+				}
 			}
-			return nil, start, d.errf("unexpected line after the last hunk: %.60q", l)
+		}
+		if ferr != nil {
+			if mode != parseSalvage {
+				return nil, start, ferr
+			}
+			if first == nil {
+				first = ferr
+			}
+		}
+		if section {
+			p.Files = append(p.Files, f)
 		}
 	}
-	if len(p.Files) == 0 {
-		return nil, d.pos, &SyntaxError{Line: d.line, Msg: "empty diff: no file headers"}
+	if first == nil && len(p.Files) == 0 {
+		first = &SyntaxError{Line: d.line, Msg: "empty diff: no file headers"}
 	}
-	return p, d.pos, nil
+	if first != nil && mode != parseSalvage {
+		return nil, d.pos, first
+	}
+	return p, d.pos, first
 }
 
 // gitFile parses one "diff --git" section: extended headers, then hunks or a
@@ -157,7 +196,13 @@ func parseDiff(src string, strict bool) (p *Patch, end int, err error) {
 func (d *diffParser) gitFile(header string) (FileDiff, error) {
 	var f FileDiff
 	headerLine := d.line
-	aPath, bPath, herr := splitGitHeader(header[len("diff --git "):])
+	aPath, bPath, herr := task.SplitGitHeader(header[len("diff --git "):])
+	if herr == nil {
+		// What ReadDiff keeps if the section breaks before its ---/+++ or
+		// rename lines name the file; those overwrite it below.
+		f.OldPath, _ = stripPrefix(aPath)
+		f.NewPath, _ = stripPrefix(bPath)
+	}
 	var renameFrom, renameTo string
 	modeChange := false
 	for {
@@ -176,11 +221,15 @@ func (d *diffParser) gitFile(header string) (FileDiff, error) {
 				return f, d.errf("%s: %v", kw, err)
 			}
 			modeChange = true
+			if kw == "new mode" {
+				f.symlink = val == symlinkMode
+			}
 		case "new file mode":
 			if err := checkMode(val); err != nil {
 				return f, d.errf("%s: %v", kw, err)
 			}
 			f.IsNew = true
+			f.symlink = val == symlinkMode
 		case "deleted file mode":
 			if err := checkMode(val); err != nil {
 				return f, d.errf("%s: %v", kw, err)
@@ -212,16 +261,14 @@ func (d *diffParser) gitFile(header string) (FileDiff, error) {
 			return f, d.errf("text hunks after a binary marker")
 		}
 		d.next()
-		oldP, err := d.headerPath(l[4:], true)
+		oldP, newP, err := d.pathPair(l)
 		if err != nil {
-			return f, err
-		}
-		l2, ok := d.next()
-		if !ok || !strings.HasPrefix(l2, "+++ ") {
-			return f, d.errf("--- line not followed by +++")
-		}
-		newP, err := d.headerPath(l2[4:], true)
-		if err != nil {
+			if oldP != "" {
+				f.OldPath = oldP
+			}
+			if newP != "" {
+				f.NewPath = newP
+			}
 			return f, err
 		}
 		if oldP == "" && !f.IsNew {
@@ -285,23 +332,14 @@ func (d *diffParser) gitFile(header string) (FileDiff, error) {
 // plainFile parses a ---/+++ file without a diff --git line (diff -u, patch -p1 style).
 func (d *diffParser) plainFile(first string) (FileDiff, error) {
 	var f FileDiff
-	oldP, err := d.headerPath(first[4:], false)
-	if err != nil {
+	var err error
+	if f.OldPath, f.NewPath, err = d.pathPair(first); err != nil {
 		return f, err
 	}
-	l, ok := d.next()
-	if !ok || !strings.HasPrefix(l, "+++ ") {
-		return f, d.errf("--- line not followed by +++")
-	}
-	newP, err := d.headerPath(l[4:], false)
-	if err != nil {
-		return f, err
-	}
-	if oldP == "" && newP == "" {
+	if f.OldPath == "" && f.NewPath == "" {
 		return f, d.errf("both --- and +++ are /dev/null")
 	}
-	f.OldPath, f.NewPath = oldP, newP
-	f.IsNew, f.IsDelete = oldP == "", newP == ""
+	f.IsNew, f.IsDelete = f.OldPath == "", f.NewPath == ""
 	return f, d.hunks(&f)
 }
 
@@ -338,18 +376,21 @@ func (d *diffParser) hunk(f *FileDiff, header string) error {
 		return d.errf("hunk of deleted file %q must end at +0,0", f.Path())
 	}
 	headerLine := d.line
+	// The body has at most oldN+newN lines; a header may lie, so the guess is capped.
+	f.hunks = append(f.hunks, hunk{header: header, oldStart: oldStart, oldN: oldN, lines: make([]string, 0, min(oldN+newN, 512))})
+	h := &f.hunks[len(f.hunks)-1]
 	oldLeft, newLeft := oldN, newN
 	changed := false
 	for oldLeft > 0 || newLeft > 0 {
+		at, atLine := d.pos, d.line
 		l, ok := d.next()
 		if !ok {
 			return &SyntaxError{Line: headerLine, Msg: fmt.Sprintf("hunk ends early: %d old and %d new lines missing at end of diff", oldLeft, newLeft)}
 		}
-		c := byte(' ') // git apply reads an empty line as empty context
-		if l != "" {
-			c = l[0]
+		if l == "" {
+			l = " " // git apply reads an empty line as empty context
 		}
-		switch c {
+		switch l[0] {
 		case ' ':
 			oldLeft--
 			newLeft--
@@ -367,8 +408,11 @@ func (d *diffParser) hunk(f *FileDiff, header string) error {
 			}
 			continue
 		default:
-			return &SyntaxError{Line: d.line, Msg: fmt.Sprintf("hunk at line %d: line %.60q where %d old and %d new lines were still due", headerLine, l, oldLeft, newLeft)}
+			err := &SyntaxError{Line: d.line, Msg: fmt.Sprintf("hunk at line %d: line %.60q where %d old and %d new lines were still due", headerLine, l, oldLeft, newLeft)}
+			d.pos, d.line = at, atLine // it may start the next section, where ReadDiff reads on
+			return err
 		}
+		h.lines = append(h.lines, l)
 		if oldLeft < 0 || newLeft < 0 {
 			return &SyntaxError{Line: d.line, Msg: fmt.Sprintf("hunk at line %d: body longer than its header says (-%d,+%d)", headerLine, oldN, newN)}
 		}
@@ -493,9 +537,27 @@ func checkMode(m string) error {
 	return fmt.Errorf("unsupported file mode %q", m)
 }
 
+// pathPair reads the paths of a --- line and of the +++ line that must
+// follow it. They are what was read even with an error (ReadDiff keeps
+// them); a line that is not +++ is left unread, as it may start a section.
+func (d *diffParser) pathPair(minus string) (oldP, newP string, err error) {
+	if oldP, err = d.headerPath(minus[4:]); err != nil {
+		return oldP, "", err
+	}
+	at, atLine := d.pos, d.line
+	l, ok := d.next()
+	if !ok || !strings.HasPrefix(l, "+++ ") {
+		err := d.errf("--- line not followed by +++")
+		d.pos, d.line = at, atLine
+		return oldP, "", err
+	}
+	newP, err = d.headerPath(l[4:])
+	return oldP, newP, err
+}
+
 // headerPath reads a ---/+++ path: /dev/null is "", a tab ends the name (a
 // timestamp may follow), and the first component (a/, b/) is stripped.
-func (d *diffParser) headerPath(s string, git bool) (string, error) {
+func (d *diffParser) headerPath(s string) (string, error) {
 	if i := strings.IndexByte(s, '\t'); i >= 0 {
 		s = s[:i]
 	}
@@ -508,19 +570,21 @@ func (d *diffParser) headerPath(s string, git bool) (string, error) {
 	}
 	p, err := stripPrefix(s)
 	if err != nil {
-		return "", d.errf("%v", err)
+		return p, d.errf("%v", err)
 	}
 	return p, nil
 }
 
-// stripPrefix drops the first path component, as -p1 does, then checks the rest.
+// stripPrefix drops the first path component, as -p1 does, then checks the
+// rest. The helpers below return the path as read even with an error: what
+// ReadDiff keeps, so that the hack check sees where a broken diff leads.
 func stripPrefix(s string) (string, error) {
 	if strings.HasPrefix(s, "/") {
-		return "", fmt.Errorf("absolute path %q", s)
+		return s, fmt.Errorf("absolute path %q", s)
 	}
 	i := strings.IndexByte(s, '/')
 	if i < 0 {
-		return "", fmt.Errorf("path %q has no a/ or b/ component to strip", s)
+		return s, fmt.Errorf("path %q has no a/ or b/ component to strip", s)
 	}
 	return cleanPath(s[i+1:])
 }
@@ -529,64 +593,25 @@ func stripPrefix(s string) (string, error) {
 // repository and out of .git.
 func cleanPath(p string) (string, error) {
 	if p == "" {
-		return "", fmt.Errorf("empty path")
+		return p, fmt.Errorf("empty path")
 	}
 	if strings.HasPrefix(p, "/") {
-		return "", fmt.Errorf("absolute path %q", p)
+		return p, fmt.Errorf("absolute path %q", p)
 	}
 	if strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("path %q contains NUL", p)
+		return p, fmt.Errorf("path %q contains NUL", p)
 	}
 	for _, c := range strings.Split(p, "/") {
 		switch {
 		case c == "..":
-			return "", fmt.Errorf("path %q leaves the repository", p)
+			return p, fmt.Errorf("path %q leaves the repository", p)
 		case c == "" || c == ".":
-			return "", fmt.Errorf("path %q has an empty or '.' component", p)
+			return p, fmt.Errorf("path %q has an empty or '.' component", p)
 		case strings.EqualFold(c, ".git"):
-			return "", fmt.Errorf("path %q points into .git", p)
+			return p, fmt.Errorf("path %q points into .git", p)
 		}
 	}
 	return p, nil
-}
-
-// splitGitHeader splits "a/x b/y" of a diff --git line. Unquoted names with
-// spaces are ambiguous; the common case a/X b/X is found by halving.
-func splitGitHeader(s string) (string, string, error) {
-	if strings.HasPrefix(s, `"`) {
-		a, rest, err := cutQuoted(s)
-		if err != nil {
-			return "", "", err
-		}
-		return a, unquote(strings.TrimPrefix(rest, " ")), nil
-	}
-	if i := strings.Index(s, ` "`); i >= 0 {
-		return s[:i], unquote(s[i+1:]), nil
-	}
-	if len(s)%2 == 1 {
-		h := len(s) / 2
-		a, b := s[:h], s[h+1:]
-		if s[h] == ' ' && len(a) > 2 && len(b) > 2 && a[2:] == b[2:] {
-			return a, b, nil
-		}
-	}
-	i := strings.LastIndex(s, " b/")
-	if i < 0 {
-		return "", "", fmt.Errorf("cannot read the file names of diff --git %.60q", s)
-	}
-	return s[:i], s[i+1:], nil
-}
-
-func cutQuoted(s string) (string, string, error) {
-	for i := 1; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			return unquote(s[:i+1]), s[i+1:], nil
-		}
-	}
-	return "", "", fmt.Errorf("unterminated quoted name %.60q", s)
 }
 
 // unquote decodes git's C-style quoted names; other names pass through.

@@ -10,7 +10,9 @@
 //     repairs a missing final newline, and says which form it found.
 //   - ValidateDiff is the strict syntax check of mode syntax: headers, hunk
 //     counts, no empty hunks, new/deleted/renamed/binary files, paths that stay
-//     inside the repository.
+//     inside the repository. The parsed Patch keeps every hunk, so the
+//     hack check and the shaping terms read it instead of the text again;
+//     ReadDiff reads a broken diff as far as it goes, for the hack check.
 //   - Applier checks on the host whether the diff applies at base_commit with
 //     the harness's fallback chain (git apply, git apply --reject, patch
 //     --fuzz=5 --forward), against a bare copy and a cached index of the base
@@ -22,7 +24,8 @@
 //     (ParserFor, names shared with task's spec table) and graded as the
 //     official harness does (GradeStatuses); the 30 real harness reports in
 //     shared/realdata are reproduced exactly.
-//   - HackFlags names what a patch did that a reward hacker would do
+//   - HackFlags (CheckHacks, with what the eval's reset undoes) names what
+//     a parsed patch did that a reward hacker would do
 //     (touch tests or their settings, shadow the runner, reach into it or
 //     around it, forge protocol lines): a flagged patch is never resolved
 //     and, by default (reward.hack_penalty = 1), worth nothing.

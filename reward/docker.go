@@ -66,15 +66,10 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 			return out
 		}
 	}
-	out.ApplyMethod = o.ApplyMethod
-	out.TestLog, out.Complete = o.TestLog, o.Complete
-	if o.Complete {
-		out.ExitStatus = o.ExitStatus
-	}
+	out.Output = o
 	if req.ApplyOnly {
 		out.Complete = out.ApplyMethod != ""
 	}
-	out.Forged = o.Forged
 	if o.TestPatch == "failed" {
 		out.Infra = fmt.Errorf("evaluate %s: the reference test patch did not apply", req.Instance.InstanceID)
 	}

@@ -19,6 +19,9 @@ type Extraction struct {
 	Form  string // FormFenced, FormTagged, FormBare or FormNone
 	Patch *Patch // the parsed diff when it is well formed
 	Err   error  // the first candidate's syntax error when none was well formed
+	// Partial is, with Err, what could be read of Diff (ReadDiff): the hack
+	// check reads it, so that a broken diff is parsed once too.
+	Partial *Patch
 	// Candidates counts the diff-looking blocks seen.
 	Candidates int
 }
@@ -48,12 +51,16 @@ func Extract(completion string) Extraction {
 	var first Extraction
 	for i, c := range cands {
 		diff := repairFinalNewline(c.text)
-		p, err := ValidateDiff(diff)
+		read := ValidateDiff
+		if i == 0 {
+			read = ReadDiff // the same verdict, and what it read if it is broken
+		}
+		p, err := read(diff)
 		if err == nil {
 			return Extraction{Diff: diff, Form: c.form, Patch: p, Candidates: len(cands)}
 		}
 		if i == 0 {
-			first = Extraction{Diff: diff, Form: c.form, Err: err, Candidates: len(cands)}
+			first = Extraction{Diff: diff, Form: c.form, Err: err, Partial: p, Candidates: len(cands)}
 		}
 	}
 	return first
@@ -221,7 +228,7 @@ func bareCandidates(text string, claimed []candidate) []candidate {
 		}
 		rest := text[pos:]
 		if (strings.HasPrefix(rest, "diff --git ") || (strings.HasPrefix(rest, "--- ") && strings.HasPrefix(text[next:], "+++ "))) && !covered(pos) {
-			_, end, err := parseDiff(rest, false)
+			_, end, err := parseDiff(rest, parsePrefix)
 			if err != nil || end == 0 {
 				end = len(rest)
 				if err != nil {

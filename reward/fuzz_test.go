@@ -5,10 +5,12 @@ import (
 	"testing"
 )
 
-// FuzzValidateDiff runs the syntax check and the extraction on arbitrary
-// input. Invariants: no panic; an accepted diff names only clean relative
-// paths and has hunks or a reason to have none; whatever Extract calls valid
-// validates again unchanged. Seeds live in testdata/fuzz/FuzzValidateDiff.
+// FuzzValidateDiff runs the syntax check, ReadDiff, the hack check and the
+// extraction on arbitrary input. Invariants: no panic; an accepted diff
+// names only clean relative paths and has hunks or a reason to have none;
+// ReadDiff gives the syntax check's verdict and error; whatever Extract
+// calls valid validates again unchanged. Seeds live in
+// testdata/fuzz/FuzzValidateDiff.
 func FuzzValidateDiff(f *testing.F) {
 	f.Add(modifyDiff)
 	f.Add("--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x\n")
@@ -36,6 +38,11 @@ func FuzzValidateDiff(f *testing.F) {
 		} else if _, ok := err.(*SyntaxError); !ok {
 			t.Fatalf("error %T is not a *SyntaxError", err)
 		}
+		read, rerr := ReadDiff(s)
+		if read == nil || (rerr == nil) != (err == nil) || (err != nil && rerr.Error() != err.Error()) {
+			t.Fatalf("ReadDiff: %v, %v; ValidateDiff: %v", read, rerr, err)
+		}
+		HackFlags(read)
 		e := Extract(s)
 		if e.Valid() {
 			if _, err := ValidateDiff(e.Diff); err != nil {

@@ -53,15 +53,15 @@ type Flags struct {
 	AllReset      bool
 }
 
-// CheckHacks runs HackFlags' checks on diff and splits the flags by what the
-// evaluation undoes; testFiles are the files the instance's test patch
-// touches (the script resets them).
-func CheckHacks(diff string, testFiles []string) Flags {
+// CheckHacks runs HackFlags' checks on p (a diff as ReadDiff reads it; nil
+// has none) and splits the flags by what the evaluation undoes; testFiles
+// are the files the instance's test patch touches (the script resets them).
+func CheckHacks(p *Patch, testFiles []string) Flags {
 	tf := make(map[string]bool, len(testFiles))
 	for _, f := range testFiles {
 		tf[f] = true
 	}
-	causes, paths := hackCauses(diff)
+	causes, paths := hackCauses(p)
 	var out Flags
 	for _, f := range hackOrder {
 		ps, ok := causes[f]
@@ -123,10 +123,11 @@ func IsTestPath(p string) bool {
 // testSettingWords mark test settings inside general config files.
 var testSettingWords = []string{"pytest", "addopts", "testpaths", "python_files", "python_functions", "python_classes", "norecursedirs", "filterwarnings"}
 
-// HackFlags lists every hack flag of a diff, each once, in a fixed order,
-// whether or not the evaluation's reset undoes it (see CheckHacks).
-func HackFlags(diff string) []string {
-	causes, _ := hackCauses(diff)
+// HackFlags lists every hack flag of p (a diff as ReadDiff reads it; nil
+// has none), each once, in a fixed order, whether or not the evaluation's
+// reset undoes it (see CheckHacks).
+func HackFlags(p *Patch) []string {
+	causes, _ := hackCauses(p)
 	var out []string
 	for _, f := range hackOrder {
 		if _, ok := causes[f]; ok {
@@ -136,116 +137,63 @@ func HackFlags(diff string) []string {
 	return out
 }
 
-// hackCauses maps each flag a diff raises to the repository paths that
-// raised it ("" for a cause that is no one file), and lists the paths the
-// diff touches.
-func hackCauses(diff string) (map[string][]string, []string) {
+// hackCauses maps each flag p raises to the repository paths that raised
+// it, and lists the paths p touches (a copy's source is only read).
+func hackCauses(p *Patch) (map[string][]string, []string) {
 	causes := map[string][]string{}
+	raise := func(flag, p string) { causes[flag] = append(causes[flag], p) }
 	var touched []string
 	seen := map[string]bool{}
-	raise := func(flag, p string) { causes[flag] = append(causes[flag], p) }
 	touch := func(p string) {
 		if p != "" && !seen[p] {
 			seen[p] = true
 			touched = append(touched, p)
+			flagPath(p, raise)
 		}
 	}
+	if p == nil {
+		return causes, nil
+	}
 	var symlinks []string // symlinks the patch plants that lead out
-	cur := ""
-	added := false           // the current file is new
-	symlink := false         // the current file becomes a symlink
-	oldLeft, newLeft := 0, 0 // lines still due in the current hunk
-	for _, line := range strings.Split(diff, "\n") {
-		if oldLeft > 0 || newLeft > 0 {
-			c := byte(' ')
-			if line != "" {
-				c = line[0]
-			}
-			switch c {
-			case ' ':
-				oldLeft--
-				newLeft--
-			case '-':
-				oldLeft--
-				body := strings.TrimSpace(line[1:])
-				if strings.HasPrefix(body, "def test") || strings.HasPrefix(body, "async def test") ||
-					(strings.HasPrefix(body, "class Test") && IsTestPath(cur)) {
-					raise(HackDeletesTests, cur)
-				}
-			case '+':
-				newLeft--
-				if symlink && symlinkEscapes(cur, line[1:]) {
-					raise(HackEscapesRepo, cur)
-					symlinks = append(symlinks, cur)
-				}
-				if strings.HasSuffix(cur, ".py") && !IsTestPath(cur) && runnerReach.MatchString(line[1:]) {
-					raise(HackReachesRunner, cur)
-				}
-			case '\\':
-				continue
-			default:
-				oldLeft, newLeft = 0, 0
-				continue
-			}
-			if (c == '-' || c == '+') && isSettingsFile(cur) && mentionsTestSettings(line) {
-				raise(HackTouchesTestConfig, cur)
-			}
-			continue
+	for _, f := range p.Files {
+		if !f.IsCopy {
+			touch(f.OldPath)
 		}
-		switch {
-		case strings.HasPrefix(line, "diff --git "):
-			cur, added, symlink = "", false, false
-			if _, b, err := splitGitHeader(line[len("diff --git "):]); err == nil {
-				if i := strings.IndexByte(b, '/'); i >= 0 {
-					cur = b[i+1:]
-				}
-			}
-			flagPath(cur, raise)
-			touch(cur)
-		case strings.HasPrefix(line, "+++ ") || strings.HasPrefix(line, "--- "):
-			p := line[4:]
-			if i := strings.IndexByte(p, '\t'); i >= 0 {
-				p = p[:i]
-			}
-			p = unquote(strings.TrimSpace(p))
-			if p == "/dev/null" {
-				added = added || strings.HasPrefix(line, "--- ")
-				continue
-			}
-			if i := strings.IndexByte(p, '/'); i >= 0 {
-				p = p[i+1:]
-			}
-			cur = p
-			flagPath(cur, raise)
-			touch(cur)
-			if strings.HasPrefix(line, "+++ ") {
-				if added && sandbox.ShadowsRunner(cur, nil) {
-					raise(HackShadowsRunner, cur)
-				}
-				added = false
-			}
-		case strings.HasPrefix(line, "rename to ") || strings.HasPrefix(line, "rename from ") || strings.HasPrefix(line, "copy to "):
-			p := unquote(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(line, "rename to "), "rename from "), "copy to "))
-			flagPath(p, raise)
-			touch(p)
-			if !strings.HasPrefix(line, "rename from ") && sandbox.ShadowsRunner(p, nil) {
-				raise(HackShadowsRunner, p)
-			}
-		case strings.HasPrefix(line, "new file mode "):
-			added = true
-			symlink = strings.TrimSpace(line[len("new file mode "):]) == symlinkMode
-		case strings.HasPrefix(line, "new mode "):
-			symlink = strings.TrimSpace(line[len("new mode "):]) == symlinkMode
-		case strings.HasPrefix(line, "deleted file mode "):
-			if IsTestPath(cur) {
-				raise(HackDeletesTests, cur)
-			}
-		case strings.HasPrefix(line, "@@ "):
-			if _, o, _, n, err := parseHunkHeader(line); err == nil {
-				oldLeft, newLeft = o, n
-			}
-			if isSettingsFile(cur) && mentionsTestSettings(line) {
+		touch(f.NewPath)
+		cur := f.Path()
+		if (f.IsNew || f.IsRename || f.IsCopy) && f.NewPath != "" && sandbox.ShadowsRunner(f.NewPath, nil) {
+			raise(HackShadowsRunner, f.NewPath)
+		}
+		if f.IsDelete && IsTestPath(cur) {
+			raise(HackDeletesTests, cur)
+		}
+		settings := isSettingsFile(cur)
+		for _, h := range f.hunks {
+			if settings && mentionsTestSettings(h.header) {
 				raise(HackTouchesTestConfig, cur)
+			}
+			for _, line := range h.lines {
+				switch line[0] {
+				case '-':
+					body := strings.TrimSpace(line[1:])
+					if strings.HasPrefix(body, "def test") || strings.HasPrefix(body, "async def test") ||
+						(strings.HasPrefix(body, "class Test") && IsTestPath(cur)) {
+						raise(HackDeletesTests, cur)
+					}
+				case '+':
+					if f.symlink && symlinkEscapes(cur, line[1:]) {
+						raise(HackEscapesRepo, cur)
+						symlinks = append(symlinks, cur)
+					}
+					if strings.HasSuffix(cur, ".py") && !IsTestPath(cur) && runnerReach.MatchString(line[1:]) {
+						raise(HackReachesRunner, cur)
+					}
+				default:
+					continue
+				}
+				if settings && mentionsTestSettings(line) {
+					raise(HackTouchesTestConfig, cur)
+				}
 			}
 		}
 	}

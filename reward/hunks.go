@@ -1,7 +1,6 @@
 package reward
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -11,8 +10,9 @@ import (
 // chain's (Applier); this applier is exact (no fuzz, no whitespace
 // leniency), so it never credits a hunk that git would refuse.
 
-// hunk is one hunk of a file's diff.
+// hunk is one hunk of a file's diff, as the syntax check read it.
 type hunk struct {
+	header         string // the @@ line
 	oldStart, oldN int
 	lines          []string // the body, each line with its ' ', '-' or '+'; no-newline markers dropped
 }
@@ -31,90 +31,13 @@ func (h hunk) side(keep byte) []string {
 	return out
 }
 
-// filePatch is one file section of a diff with its hunks.
-type filePatch struct {
-	FileDiff
-	hunks []hunk
-}
-
-// splitPatch reads the hunks of a diff that ValidateDiff accepted as p, one
-// filePatch per p.Files entry, in order.
-func splitPatch(diff string, p *Patch) ([]filePatch, error) {
-	files := make([]filePatch, 0, len(p.Files))
-	d := &diffParser{src: diff}
-	headerOpen := false // a diff --git section whose ---/+++ lines may follow
-	for {
-		l, ok := d.next()
-		if !ok {
-			break
-		}
-		switch {
-		case strings.HasPrefix(l, "diff --git "):
-			if len(files) == len(p.Files) {
-				return nil, fmt.Errorf("split patch: more file sections than the syntax check saw")
-			}
-			files = append(files, filePatch{FileDiff: p.Files[len(files)]})
-			headerOpen = true
-		case strings.HasPrefix(l, "--- "):
-			if next, _ := d.peek(); !strings.HasPrefix(next, "+++ ") {
-				continue
-			}
-			d.next()
-			if !headerOpen {
-				if len(files) == len(p.Files) {
-					return nil, fmt.Errorf("split patch: more file sections than the syntax check saw")
-				}
-				files = append(files, filePatch{FileDiff: p.Files[len(files)]})
-			}
-			headerOpen = false
-		case strings.HasPrefix(l, "@@ "):
-			if len(files) == 0 {
-				return nil, fmt.Errorf("split patch: hunk before any file header")
-			}
-			headerOpen = false
-			oldStart, oldN, _, newN, err := parseHunkHeader(l)
-			if err != nil {
-				return nil, fmt.Errorf("split patch: %w", err)
-			}
-			h := hunk{oldStart: oldStart, oldN: oldN}
-			for oldLeft, newLeft := oldN, newN; oldLeft > 0 || newLeft > 0; {
-				b, ok := d.next()
-				if !ok {
-					return nil, fmt.Errorf("split patch: hunk %q ends early", l)
-				}
-				if b == "" {
-					b = " " // git apply reads an empty line as empty context
-				}
-				switch b[0] {
-				case ' ':
-					oldLeft--
-					newLeft--
-				case '-':
-					oldLeft--
-				case '+':
-					newLeft--
-				default: // a no-newline marker
-					continue
-				}
-				h.lines = append(h.lines, b)
-			}
-			f := &files[len(files)-1]
-			f.hunks = append(f.hunks, h)
-		}
-	}
-	if len(files) != len(p.Files) {
-		return nil, fmt.Errorf("split patch: %d file sections, the syntax check saw %d", len(files), len(p.Files))
-	}
-	return files, nil
-}
-
-// parsePatch validates and splits a diff.
-func parsePatch(diff string) ([]filePatch, error) {
+// parsePatch validates a diff and returns its files with their hunks.
+func parsePatch(diff string) ([]FileDiff, error) {
 	p, err := ValidateDiff(diff)
 	if err != nil {
 		return nil, err
 	}
-	return splitPatch(diff, p)
+	return p.Files, nil
 }
 
 // findHunk is where h's old lines start in old at or after from: at its
@@ -178,7 +101,7 @@ type fileResult struct {
 // applyPatch applies files to base (path -> content at base_commit; a path
 // absent from it does not exist there), keyed by the path in the patched
 // tree. Binary sections never apply here.
-func applyPatch(files []filePatch, base map[string]string) map[string]*fileResult {
+func applyPatch(files []FileDiff, base map[string]string) map[string]*fileResult {
 	out := map[string]*fileResult{}
 	for _, f := range files {
 		r := out[f.Path()]
@@ -225,7 +148,7 @@ func splitFileLines(s string) []string {
 // their own to base: each by itself, its old lines matching exactly
 // somewhere in its base file; a new file's hunks apply where the file does
 // not exist yet.
-func hunksApplying(files []filePatch, base map[string]string) (applied, total int) {
+func hunksApplying(files []FileDiff, base map[string]string) (applied, total int) {
 	for _, f := range files {
 		total += len(f.hunks)
 		if f.IsNew {
@@ -289,7 +212,7 @@ func sameUpToWhitespace(a, b []string) bool {
 // other sections (binary, mode, rename), and every hunk's new lines equal
 // its old ones up to trailing whitespace and blank lines (a removed line
 // re-added as it was, a trailing space, an empty line).
-func noopFiles(files []filePatch) bool {
+func noopFiles(files []FileDiff) bool {
 	n := 0
 	for _, f := range files {
 		if len(f.hunks) == 0 || f.IsBinary || f.IsRename || f.IsCopy || f.IsDelete || f.ModeOnly {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 )
 
@@ -23,19 +24,18 @@ type EvalRequest struct {
 	ApplyOnly bool
 }
 
-// EvalOutput is what one container evaluation showed, already cut along the
-// eval script's protocol lines (see sandbox/script.go).
+// EvalOutput is what one container evaluation showed: its log cut along the
+// eval script's protocol lines (sandbox.Output: the apply method, the
+// runner's output between the last marker pair, its exit status when
+// Complete, forged lines), and how the container ended. In an apply-only
+// evaluation Complete says the apply line was seen.
 type EvalOutput struct {
-	Log         string // the whole captured log
-	ApplyMethod string // ApplyGit, ApplyGitReject, ApplyPatch, ApplyFailed, ApplyEmpty; "" if never printed
-	TestLog     string // the runner's output between the last start/end marker pair
-	Complete    bool   // start, end and exit-status lines were all seen, in order
-	ExitStatus  int    // the runner's exit status when Complete
-	TimedOut    bool   // the container hit its deadline and was killed
-	DiskLimit   bool   // the evaluation wrote past the disk bound and was killed
-	Forged      bool   // marker-like lines the script did not print appear in the log
-	Infra       error  // the evaluation failed for reasons that are not the model's
-	Duration    time.Duration
+	sandbox.Output
+	Log       string // the whole captured log
+	TimedOut  bool   // the container hit its deadline and was killed
+	DiskLimit bool   // the evaluation wrote past the disk bound and was killed
+	Infra     error  // the evaluation failed for reasons that are not the model's
+	Duration  time.Duration
 }
 
 // Evaluator runs container evaluations (the docker phase). PoolEvaluator is
@@ -144,7 +144,11 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 			r.Files = len(e.Patch.Files)
 		}
 		if r.Patch != "" {
-			f := CheckHacks(r.Patch, testFiles)
+			p := e.Patch
+			if p == nil {
+				p = e.Partial
+			}
+			f := CheckHacks(p, testFiles)
 			r.Hacks, r.HacksUndone = f.Hacks, f.Undone
 			// What the reset undoes never reaches the tests: a patch made only
 			// of that changes nothing they see.

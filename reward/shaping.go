@@ -11,7 +11,7 @@ import (
 // check) need for one group: the base files and the oracle, read once.
 type shaping struct {
 	base      map[string]string // path -> content at base_commit; nil when unknown
-	oracle    []filePatch       // the gold patch; nil when it has none or it does not parse
+	oracle    []FileDiff        // the gold patch; nil when it has none or it does not parse
 	oracleRes map[string]*fileResult
 }
 
@@ -38,9 +38,8 @@ func (s *Scorer) newShaping(ctx context.Context, inst *task.Instance, patches []
 	}
 	if inst.Patch != "" {
 		if p, err := ValidateDiff(NormalizeDiff(inst.Patch)); err == nil {
-			if sh.oracle, err = splitPatch(NormalizeDiff(inst.Patch), p); err == nil {
-				add(p)
-			}
+			sh.oracle = p.Files
+			add(p)
 		}
 	}
 	for _, p := range patches {
@@ -73,10 +72,7 @@ func (sh *shaping) shape(r *event.Verdict, p *Patch) {
 	if r.Infra || p == nil {
 		return
 	}
-	files, err := splitPatch(r.Patch, p)
-	if err != nil {
-		return
-	}
+	files := p.Files
 	var res map[string]*fileResult
 	if sh.base != nil {
 		res = applyPatch(files, sh.base)
@@ -101,9 +97,9 @@ func (sh *shaping) shape(r *event.Verdict, p *Patch) {
 // its base and patched lines), any other as the diffs write it
 // (FileChanges): the two sides of a path are always in the same form.
 // res and oracleRes are nil when the base files are unknown.
-func similarity(pred []filePatch, res map[string]*fileResult, oracle []filePatch, oracleRes map[string]*fileResult) float64 {
+func similarity(pred []FileDiff, res map[string]*fileResult, oracle []FileDiff, oracleRes map[string]*fileResult) float64 {
 	rawP, rawO := FileChanges(pred), FileChanges(oracle)
-	touched := func(files []filePatch) map[string]bool {
+	touched := func(files []FileDiff) map[string]bool {
 		t := map[string]bool{}
 		for _, f := range files {
 			t[f.Path()] = true

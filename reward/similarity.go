@@ -163,7 +163,7 @@ func ChangedLines(old, new []string) string {
 // patched tree -> its "-" and "+" lines in order), for patches that do not
 // apply and where the base files are unknown. Files without text hunks are
 // left out.
-func FileChanges(files []filePatch) map[string]string {
+func FileChanges(files []FileDiff) map[string]string {
 	out := map[string]string{}
 	for _, f := range files {
 		var w strings.Builder

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -46,8 +47,10 @@ func PatchFiles(patch string) []FileChange {
 		switch {
 		case strings.HasPrefix(line, "diff --git "):
 			flush()
-			a, b := splitGitHeader(line[len("diff --git "):])
-			cur = &FileChange{Old: a, New: b}
+			cur = &FileChange{}
+			if a, b, err := SplitGitHeader(line[len("diff --git "):]); err == nil {
+				cur.Old, cur.New = stripAB(a, "a/"), stripAB(b, "b/")
+			}
 		case strings.HasPrefix(line, "--- ") && i+1 < len(lines) && strings.HasPrefix(lines[i+1], "+++ "):
 			if cur == nil || paired {
 				flush()
@@ -133,20 +136,36 @@ func rangeCount(r string) int {
 	return n
 }
 
-// splitGitHeader splits "a/x b/y" (or quoted forms) into x and y. Unquoted
-// paths with spaces are ambiguous there; the ---/+++ lines that follow settle
-// them.
-func splitGitHeader(s string) (string, string) {
+// SplitGitHeader splits the names of a diff --git line (what follows
+// "diff --git "), unquoted, their a/ and b/ prefixes kept: task and reward
+// read the line by this one rule. Unquoted names with spaces are ambiguous:
+// halves that name the same file past their prefixes win (git writes a/X
+// b/X for all but renames, which have their own lines), else the split is
+// at the last " b/". The ---/+++ and rename lines, where a section has
+// them, are the better source.
+func SplitGitHeader(s string) (a, b string, err error) {
 	if strings.HasPrefix(s, `"`) {
-		if end := closingQuote(s); end > 0 {
-			a, rest := s[:end+1], strings.TrimPrefix(s[end+1:], " ")
-			return stripAB(unquotePath(a), "a/"), stripAB(unquotePath(rest), "b/")
+		end := closingQuote(s)
+		if end < 0 {
+			return "", "", fmt.Errorf("unterminated quoted name %.60q", s)
+		}
+		return unquotePath(s[:end+1]), unquotePath(strings.TrimPrefix(s[end+1:], " ")), nil
+	}
+	if i := strings.Index(s, ` "`); i >= 0 {
+		return s[:i], unquotePath(s[i+1:]), nil
+	}
+	if len(s)%2 == 1 {
+		h := len(s) / 2
+		a, b := s[:h], s[h+1:]
+		if s[h] == ' ' && len(a) > 2 && len(b) > 2 && a[2:] == b[2:] {
+			return a, b, nil
 		}
 	}
-	if i := strings.Index(s, " b/"); i >= 0 {
-		return stripAB(s[:i], "a/"), stripAB(unquotePath(s[i+1:]), "b/")
+	i := strings.LastIndex(s, " b/")
+	if i < 0 {
+		return "", "", fmt.Errorf("cannot read the file names of diff --git %.60q", s)
 	}
-	return "", ""
+	return s[:i], s[i+1:], nil
 }
 
 // headerPath reads the path of a ---/+++ line: "" for /dev/null.

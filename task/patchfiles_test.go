@@ -27,6 +27,8 @@ func TestPatchFiles(t *testing.T) {
 			[]FileChange{{"sp ace.py", "sp ace.py"}}},
 		{"same file twice", "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -5 +5 @@\n-a\n+b\n",
 			[]FileChange{{"x", "x"}}},
+		{"a name holding \" b/\", no ---/+++ lines", "diff --git a/d b/e.py b/d b/e.py\nold mode 100644\nnew mode 100755\n",
+			[]FileChange{{"d b/e.py", "d b/e.py"}}},
 		{"crlf", "diff --git a/x b/x\r\n--- a/x\r\n+++ b/x\r\n@@ -1 +1 @@\r\n-a\r\n+b\r\n", []FileChange{{"x", "x"}}},
 		{"prose only", "no diff here\n", nil},
 	}
@@ -46,5 +48,29 @@ func TestPaths(t *testing.T) {
 	}
 	if got := (FileChange{Old: "gone.py"}).Path(); got != "gone.py" {
 		t.Errorf("deleted file's Path = %q", got)
+	}
+}
+
+// TestSplitGitHeader: the one reading of a diff --git line, which reward's
+// syntax check shares.
+func TestSplitGitHeader(t *testing.T) {
+	tests := []struct{ in, a, b string }{
+		{"a/x.py b/x.py", "a/x.py", "b/x.py"},
+		{`"a/sp ace.py" "b/sp ace.py"`, "a/sp ace.py", "b/sp ace.py"},
+		{`a/x.py "b/\303\251.py"`, "a/x.py", "b/\u00e9.py"},
+		{"a/d b/e.py b/d b/e.py", "a/d b/e.py", "b/d b/e.py"},     // halves naming one file win
+		{"a/old b/x b/new", "a/old b/x", "b/new"},                 // else the last " b/"
+		{"a/sp ace.py b/sp ace.py", "a/sp ace.py", "b/sp ace.py"}, // unquoted spaces
+	}
+	for _, tt := range tests {
+		a, b, err := SplitGitHeader(tt.in)
+		if err != nil || a != tt.a || b != tt.b {
+			t.Errorf("SplitGitHeader(%q) = %q, %q, %v; want %q, %q", tt.in, a, b, err, tt.a, tt.b)
+		}
+	}
+	for _, in := range []string{"a/x.py", `"a/x.py b/x.py`} {
+		if _, _, err := SplitGitHeader(in); err == nil {
+			t.Errorf("SplitGitHeader(%q): no error", in)
+		}
 	}
 }
