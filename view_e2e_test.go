@@ -28,7 +28,8 @@ func shownCount(screen string) int {
 // TestViewInTmux drives `swetui view` in tmux over a real run made by the
 // real trainer: it follows the run while it trains, filters by steps, shows
 // one task across the run, opens a completion with its patch and verdict,
-// exports the patch and the selection, and charts a metric.
+// shows its tokens by the sampler's probability, exports the patch and the
+// selection, and charts a metric.
 func TestViewInTmux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end viewer test: skipped with -short")
@@ -86,8 +87,10 @@ func TestViewInTmux(t *testing.T) {
 			t.Fatalf("a row of step %s under step=2-3:\n%s", f[0], sc)
 		}
 	}
-	// One task across the run, in step order.
+	// One task across the run, in step order. (After Escape, wait for the
+	// screen: a key sent at once would arrive as Alt+key.)
 	s.keys("Escape")
+	s.waitFor("the filter cleared", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: all, by step") })
 	s.keys("t")
 	sc = s.waitFor("one task across the run", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: task=") })
 	// One completion: its verdict and patch; export it.
@@ -108,8 +111,15 @@ func TestViewInTmux(t *testing.T) {
 	}
 	s.keys("c")
 	s.waitFor("the raw completion", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "-- completion (c: the patch)") })
+	// Its tokens, by the sampler's probability, named by the run's tokenizer.
+	s.keys("t")
+	sc = s.waitFor("the tokens", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "mean logprob") })
+	if !strings.Contains(sc, "least likely: \"") || regexp.MustCompile(`least likely: "<\d+>"`).MatchString(sc) {
+		t.Errorf("the tokens are not named by the run's tokenizer:\n%s", sc)
+	}
 	// Back to the list; export the selection.
 	s.keys("Escape")
+	s.waitFor("the list", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: task=") })
 	s.keys("E")
 	sc = s.waitFor("the selection export", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "completions to ") })
 	sets, _ := filepath.Glob(filepath.Join(out, "exports", "selection-*.jsonl"))

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/swetui/swetui/history"
+	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/ui"
 )
 
@@ -50,7 +52,12 @@ func newViewOptions(env Env, args []string) (viewOptions, error) {
 // viewRun opens the console over a run's history, or prints the selection.
 func viewRun(ctx context.Context, env Env, o viewOptions) error {
 	if !o.List {
-		return ui.RunViewer(ctx, ui.ViewOptions{Dir: o.Dir, Filter: o.Filter, Follow: o.Follow})
+		vo := ui.ViewOptions{Dir: o.Dir, Filter: o.Filter, Follow: o.Follow}
+		// The run's tokenizer names each token of a completion.
+		if tok, err := model.LoadTokenizer(filepath.Join(o.Dir, "tokenizer.json")); err == nil {
+			vo.Decode = func(id int) string { return tok.Decode([]int{id}) }
+		}
+		return ui.RunViewer(ctx, vo)
 	}
 	ix, err := history.Open(o.Dir)
 	if err != nil {

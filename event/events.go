@@ -112,6 +112,9 @@ type CompletionScored struct {
 	Tokens     int     `json:"tokens"`
 	Truncated  bool    `json:"truncated"`
 	Version    int     `json:"version"` // weight version that sampled it
+	// TokenLogprobs are the completion's token ids and the sampler's
+	// logprob of each, packed (PackTokens), for `swetui view`'s colouring.
+	TokenLogprobs string `json:"token_logprobs,omitempty"`
 	// IssueText is the task's problem statement, shown by the console's
 	// issue view (`i`). The same string value for every completion of a
 	// group shares its memory; may be empty.

@@ -80,7 +80,8 @@ func (t *Trainer) recordCompletions(step int, groups []*group) error {
 		for i := range gr.samples {
 			ev := event.CompletionScored{Step: step, Group: gi, Index: i, Completion: gr.texts[i],
 				Verdict: gr.verdicts[i], Advantage: gr.adv[i], Tokens: len(gr.samples[i].Tokens),
-				Truncated: gr.samples[i].Truncated, Version: gr.version, IssueText: gr.inst.ProblemStatement}
+				Truncated: gr.samples[i].Truncated, Version: gr.version, IssueText: gr.inst.ProblemStatement,
+				TokenLogprobs: event.PackTokens(gr.samples[i].Tokens, gr.samples[i].Logprobs)}
 			t.publish(ev)
 			if err := t.sinks.Rollout(ev); err != nil {
 				return err

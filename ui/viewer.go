@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 
 	"github.com/swetui/swetui/event"
@@ -23,7 +26,10 @@ type ViewOptions struct {
 	Dir    string        // the run's folder (run.out_dir)
 	Follow time.Duration // how often to look for new lines (0: 1 s)
 	Filter string        // the filter to start with (history.ParseFilter)
-	Input  *os.File      // tests: replace the terminal
+	// Decode turns one token id into its text (the run's tokenizer), for
+	// the completion's tokens coloured by logprob; nil shows ids.
+	Decode func(id int) string
+	Input  *os.File // tests: replace the terminal
 	Output *os.File
 }
 
@@ -47,6 +53,7 @@ type Viewer struct {
 	scroll  int
 	metric  int // into met.Names()
 
+	decode  func(int) string
 	editing bool // typing a filter
 	input   string
 	status  string
@@ -83,7 +90,7 @@ func NewViewer(o ViewOptions) (*Viewer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}
-	v := &Viewer{dir: o.Dir, ix: ix, met: met, follow: o.Follow, filter: history.NoFilter(), w: 100, h: 30}
+	v := &Viewer{dir: o.Dir, ix: ix, met: met, follow: o.Follow, filter: history.NoFilter(), w: 100, h: 30, decode: o.Decode}
 	if v.follow <= 0 {
 		v.follow = time.Second
 	}
@@ -287,6 +294,8 @@ func (v *Viewer) completionKey(k string) tea.Cmd {
 		v.scroll -= max(v.h-4, 1)
 	case "c":
 		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modeRaw}[v.curMode == modeRaw], 0
+	case "t":
+		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modeTokens}[v.curMode == modeTokens], 0
 	case "n":
 		v.cursor = min(v.cursor+1, len(v.rows)-1)
 		v.open()
@@ -498,9 +507,12 @@ func (v *Viewer) completionLines() []string {
 	for _, l := range info {
 		out = append(out, cut(l, v.w))
 	}
-	out = append(out, styleTitle.Render(map[diffMode]string{modeDiff: "-- patch (c: the completion) --", modeRaw: "-- completion (c: the patch) --"}[v.curMode]))
+	out = append(out, styleTitle.Render(map[diffMode]string{modeDiff: "-- patch (c: the completion, t: its tokens) --",
+		modeRaw: "-- completion (c: the patch) --", modeTokens: "-- tokens by the sampler's probability (t: the patch) --"}[v.curMode]))
 	var body []string
-	if v.curMode == modeRaw {
+	if v.curMode == modeTokens {
+		body = v.tokenLines(c)
+	} else if v.curMode == modeRaw {
 		body = wrap(c.Completion, v.w)
 	} else if strings.TrimSpace(b.Patch) == "" {
 		body = []string{"(no diff extracted: c shows the completion)"}
@@ -517,7 +529,78 @@ func (v *Viewer) completionLines() []string {
 	for len(out) < v.h-2 {
 		out = append(out, "")
 	}
-	return append(out, v.footer("j k scroll  c patch/completion  n p next/previous  e export patch  esc back  q quit")...)
+	return append(out, v.footer("j k scroll  c patch/completion  t tokens by probability  n p next/previous  e export patch  esc back  q quit")...)
+}
+
+// modeTokens shows the completion's tokens coloured by logprob.
+const modeTokens diffMode = 100
+
+// Token colours by the sampler's probability p: none above 0.9, then
+// yellow, orange and red below 0.1. A legend and the least likely tokens
+// in words come first, so the screen reads the same without colour.
+var tokenStyles = []struct {
+	above float64 // logprob
+	style lipgloss.Style
+}{
+	{-0.105, lipgloss.NewStyle()},
+	{-0.693, lipgloss.NewStyle().Foreground(lipgloss.Color("3"))},
+	{-2.303, lipgloss.NewStyle().Foreground(lipgloss.Color("0")).Background(lipgloss.Color("208"))},
+	{math.Inf(-1), lipgloss.NewStyle().Foreground(lipgloss.Color("15")).Background(lipgloss.Color("1"))},
+}
+
+func tokenStyle(lp float64) lipgloss.Style {
+	for _, t := range tokenStyles {
+		if lp > t.above {
+			return t.style
+		}
+	}
+	return tokenStyles[len(tokenStyles)-1].style
+}
+
+// tokenLines draws c's tokens coloured by logprob, wrapped to the width.
+func (v *Viewer) tokenLines(c *event.CompletionScored) []string {
+	ids, lps, err := event.UnpackTokens(c.TokenLogprobs)
+	if c.TokenLogprobs == "" || err != nil {
+		return []string{"(no per-token values in this line: runs before swetui recorded them)"}
+	}
+	text := func(id int) string {
+		if v.decode == nil {
+			return fmt.Sprintf("<%d>", id)
+		}
+		return v.decode(id)
+	}
+	order := make([]int, len(ids))
+	sum := 0.0
+	for i := range order {
+		order[i] = i
+		sum += lps[i]
+	}
+	sort.SliceStable(order, func(a, b int) bool { return lps[order[a]] < lps[order[b]] })
+	var least []string
+	for _, i := range order[:min(6, len(order))] {
+		least = append(least, fmt.Sprintf("%q %.2f", clean(text(ids[i])), math.Exp(lps[i])))
+	}
+	out := []string{
+		fmt.Sprintf("%d tokens, mean logprob %.3f; colours: p>0.9 none, >0.5 yellow, >0.1 orange, else red", len(ids), sum/float64(max(len(ids), 1))),
+		cut("least likely: "+strings.Join(least, ", "), v.w),
+	}
+	var b strings.Builder
+	for i, id := range ids {
+		st := tokenStyle(lps[i])
+		parts := strings.Split(text(id), "\n")
+		for j, p := range parts {
+			if j > 0 {
+				b.WriteString("\n")
+			}
+			if p != "" {
+				b.WriteString(st.Render(clean(p)))
+			}
+		}
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		out = append(out, strings.Split(ansi.Wrap(l, max(v.w, 1), ""), "\n")...)
+	}
+	return out
 }
 
 func listOrNone(xs []string) string {
