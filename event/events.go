@@ -16,7 +16,10 @@ type RunInfo struct {
 	BLAS      string
 	Hosts     []string
 	GroupSize int
-	Started   time.Time
+	// GroupSizes is G per phase where grpo.group_size_by_phase sets it
+	// (nil when it sets none): the header shows the current phase's.
+	GroupSizes map[string]int
+	Started    time.Time
 	// ResumedStep is the GRPO checkpoint's step a resumed run goes on from,
 	// ResumedSFTStep the step of an interrupted warm start it continues; 0
 	// on a fresh run. History written after them is about to be written

@@ -144,7 +144,8 @@ func (t *Trainer) run(ctx context.Context) (reason string, err error) {
 	}
 	t.publish(event.RunInfo{Name: t.cfg.Run.Name, OutDir: t.cfg.Run.OutDir, MaxSteps: t.cfg.Run.MaxSteps,
 		Phase: t.st.Curriculum.Phase, Auto: t.st.Curriculum.Auto, BLAS: t.d.BLAS, Hosts: t.d.Hosts,
-		GroupSize: t.cfg.GRPO.GroupSize, Started: t.started, ResumedStep: cutGRPO(cut), ResumedSFTStep: cutSFT(cut, resumed)})
+		GroupSize: t.cfg.GRPO.GroupSize, GroupSizes: groupSizes(t.cfg.GRPO), Started: t.started, ResumedStep: cutGRPO(cut),
+		ResumedSFTStep: cutSFT(cut, resumed)})
 	if !resumed && t.d.Warmup != nil {
 		if err := t.warmup(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -244,4 +245,18 @@ func (t *Trainer) phaseNow() string { return t.phase.Load().(string) }
 func epochOrder(n int, seed int64, epoch int) []int {
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(epoch)+1))
 	return r.Perm(n)
+}
+
+// groupSizes is G per phase where grpo.group_size_by_phase sets it.
+func groupSizes(g config.GRPO) map[string]int {
+	var out map[string]int
+	for _, p := range []string{config.PhaseSyntax, config.PhaseApplyOnly, config.PhaseDocker} {
+		if n := g.GroupSizeIn(p); n != g.GroupSize {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[p] = n
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"github.com/swetui/swetui/event"
 	"strings"
 	"time"
 
@@ -174,8 +175,8 @@ func (h *header) line2() string {
 			parts = append(parts, stage)
 		}
 	}
-	if st.info.GroupSize > 0 {
-		parts = append(parts, fmt.Sprintf("G=%d", st.info.GroupSize))
+	if g := groupSizeText(st.info, st.phase); g != "" {
+		parts = append(parts, g)
 	}
 	parts = append(parts, "blas "+orDash(st.info.BLAS, "-"))
 	hosts := "local"
@@ -217,4 +218,16 @@ func bar(f float64, w int) string {
 	f = max(0, min(f, 1))
 	n := int(f*float64(w) + 0.5)
 	return "[" + strings.Repeat("#", n) + strings.Repeat("-", w-n) + "]"
+}
+
+// groupSizeText is the header's G: the current phase's where
+// grpo.group_size_by_phase sets it, named so.
+func groupSizeText(info event.RunInfo, phase string) string {
+	if g, ok := info.GroupSizes[phase]; ok {
+		return fmt.Sprintf("G=%d (%s)", g, phase)
+	}
+	if info.GroupSize > 0 {
+		return fmt.Sprintf("G=%d", info.GroupSize)
+	}
+	return ""
 }

@@ -22,6 +22,7 @@ var unit = &[2]float64{0, 1}
 func pct(v float64) string  { return fmt.Sprintf("%.0f%%", 100*v) }
 func num3(v float64) string { return small(v, "%.3f", 5e-4) }
 func num4(v float64) string { return small(v, "%.4f", 5e-5) }
+func num0(v float64) string { return fmt.Sprintf("%.0f", v) }
 
 // small formats v with format, or in e-notation when it is not zero but
 // would print as zero (a KL of 3e-7 is not "0.0000").
@@ -54,6 +55,9 @@ var metrics = []metric{
 	{"kl", func(m *event.Metrics) float64 { return m.KL }, num4, nil},
 	{"loss", func(m *event.Metrics) float64 { return m.Loss }, num4, nil},
 	{"step time", func(m *event.Metrics) float64 { return m.StepSeconds }, secs, nil},
+	{"groups drawn", func(m *event.Metrics) float64 { return float64(m.Groups) }, num0, nil},
+	{"similarity", func(m *event.Metrics) float64 { return m.Similarity }, num3, unit},
+	{"no-op", func(m *event.Metrics) float64 { return m.NoopRate }, pct, unit},
 }
 
 // series is one chart's data: n values read through at, oldest first, and

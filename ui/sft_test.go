@@ -148,7 +148,10 @@ func TestWarmStartChartsReachable(t *testing.T) {
 	for _, s := range []string{"reward mean", "sft loss", "sft held-out"} {
 		contains(t, view, s)
 	}
-	press(m, "G", "j", "j", "j", "j", "j", "j", "j", "j", "j", "j", "j")
+	press(m, "G")
+	for range m.rewards.charts() {
+		press(m, "j")
+	}
 	if m.rewards.sel != len(m.rewards.charts())-1 {
 		t.Fatalf("j stops at chart %d of %d", m.rewards.sel, len(m.rewards.charts()))
 	}

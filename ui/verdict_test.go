@@ -22,3 +22,12 @@ func TestVerdictMarks(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupSizeText(t *testing.T) {
+	info := event.RunInfo{GroupSize: 4, GroupSizes: map[string]int{"apply-only": 8}}
+	for phase, want := range map[string]string{"syntax": "G=4", "apply-only": "G=8 (apply-only)"} {
+		if got := groupSizeText(info, phase); got != want {
+			t.Errorf("%s: %q, want %q", phase, got, want)
+		}
+	}
+}
