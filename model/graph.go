@@ -28,6 +28,22 @@ type Result struct {
 	Entropy  [][]float32
 }
 
+// MeanEntropy is the mean of Entropy over every token (0 when there are
+// none): what a policy reports of a backward pass.
+func (r *Result) MeanEntropy() float64 {
+	sum, n := 0.0, 0
+	for _, row := range r.Entropy {
+		for _, e := range row {
+			sum += float64(e)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
 // clearDualGrads is the workaround for gradients that accumulate in dual
 // values across runs; a variable only so that a test can show the defect.
 var clearDualGrads = true
@@ -56,15 +72,6 @@ type graph struct {
 // maxGraphs bounds the compiled buckets a model keeps; the least recently
 // used is dropped beyond it (a T=1024, B=4 training graph holds ~0.5 GB).
 const maxGraphs = 8
-
-// bucketT is the padded length for sequences of at most n tokens.
-func (m *Model) bucketT(n int) int {
-	t := 32
-	for t < n {
-		t *= 2
-	}
-	return min(t, m.Cfg.Context)
-}
 
 func (m *Model) graphFor(B, T int, train bool) (*graph, error) {
 	k := graphKey{B, T, train}
@@ -367,7 +374,7 @@ func (m *Model) pass(ctx context.Context, b *Batch, cot, entCot [][]float32) (*R
 			B *= 2
 		}
 		B = min(B, mb)
-		gr, err := m.graphFor(B, m.bucketT(len(b.Tokens[seqs[len(seqs)-1]])), cot != nil)
+		gr, err := m.graphFor(B, m.Cfg.BucketT(len(b.Tokens[seqs[len(seqs)-1]])), cot != nil)
 		if err != nil {
 			return nil, err
 		}

@@ -72,6 +72,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// BucketT is the padded length for a batch whose longest sequence has n
+// tokens: a power of two from 32, capped at the context, so that a handful
+// of compiled graphs (model) and device plans (model/cuda) serve every batch.
+func (c Config) BucketT(n int) int {
+	t := 32
+	for t < n {
+		t *= 2
+	}
+	return min(t, c.Context)
+}
+
 // Param is one named weight tensor. W and G are windows into the model's
 // arena of weights and gradients, so the optimiser, the gorgonia graph and the
 // sampler all read and write the same float32 memory. Shapes are stored

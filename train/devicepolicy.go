@@ -3,7 +3,6 @@ package train
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
@@ -74,24 +73,19 @@ func (d *DevicePolicy) Save(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
-	ck := model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer, Extra: map[string][]byte{"sampler_rng": rng}}
-	if err := model.Save(filepath.Join(dir, "policy"), ck); err != nil {
-		return err
-	}
+	var ref *model.Model
 	if d.Ref != nil {
-		ref := d.Host.Clone()
+		ref = d.Host.Clone()
 		if err := d.Ref.R.Engine.Download(ref, nil); err != nil {
 			return fmt.Errorf("save reference: %w", err)
 		}
-		return model.Save(filepath.Join(dir, "reference"), model.Checkpoint{Model: ref})
 	}
-	return nil
+	return saveCheckpoint(dir, model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer}, rng, ref)
 }
 
 // Load implements Store.
 func (d *DevicePolicy) Load(ctx context.Context, dir string) error {
-	cfg := d.Host.Cfg
-	ck, err := model.Load(filepath.Join(dir, "policy"), &cfg)
+	ck, ref, rng, err := loadCheckpoint(dir, d.Host.Cfg, d.Ref != nil)
 	if err != nil {
 		return err
 	}
@@ -101,18 +95,10 @@ func (d *DevicePolicy) Load(ctx context.Context, dir string) error {
 	if err := d.P.Load(ck.Model, ck.Optim); err != nil {
 		return fmt.Errorf("load policy: %w", err)
 	}
-	rng, ok := ck.Extra["sampler_rng"]
-	if !ok {
-		return fmt.Errorf("load policy: %s has no sampler_rng", filepath.Join(dir, "policy"))
-	}
 	if err := d.P.SetRNGState(rng); err != nil {
 		return fmt.Errorf("load policy: sampler rng: %w", err)
 	}
-	if d.Ref != nil {
-		ref, err := loadReference(dir, &cfg)
-		if err != nil {
-			return err
-		}
+	if ref != nil {
 		return d.Ref.R.Engine.Upload(ref.Model)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package train
 
 import (
-	"context"
 	"testing"
 
 	"github.com/swetui/swetui/model/cuda"
@@ -27,15 +26,7 @@ func TestGRPOOnTheDevicePolicyLearns(t *testing.T) {
 	ref := &DeviceReference{R: r}
 	pol := &DevicePolicy{P: p, Host: host.Model.Clone(), Tokenizer: tok, Ref: ref}
 	learnShareOfA(t, cfg, pol, ref, pol, tok)
-	latest, err := LatestCheckpoint(cfg.Run.OutDir)
-	if err != nil || latest == "" {
-		t.Fatalf("no checkpoint: %v", err)
-	}
-	q, _ := tinyModelPolicy(t, 99, 3e-2)
-	q.Ref = &ModelReference{Model: q.Model.Clone()}
-	if err := q.Load(context.Background(), latest); err != nil {
-		t.Fatalf("the CPU policy cannot read the device policy's checkpoint: %v", err)
-	}
+	q := reloaded(t, cfg.Run.OutDir)
 	if q.Version() != p.Version() {
 		t.Fatalf("checkpoint version %d, device policy %d", q.Version(), p.Version())
 	}

@@ -131,17 +131,7 @@ func (p *ModelPolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]flo
 	if err != nil {
 		return nil, 0, err
 	}
-	sum, n := 0.0, 0
-	for _, row := range res.Entropy {
-		for _, e := range row {
-			sum += float64(e)
-			n++
-		}
-	}
-	if n > 0 {
-		sum /= float64(n)
-	}
-	return widenAll(res.Logprobs), sum, nil
+	return widenAll(res.Logprobs), res.MeanEntropy(), nil
 }
 
 // Step implements Policy: clip, AdamW at the scheduled rate, clear.
@@ -185,21 +175,17 @@ func (p *ModelPolicy) Save(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
-	ck := model.Checkpoint{Model: p.Model, Optim: p.Optim, Tokenizer: p.Tokenizer, Extra: map[string][]byte{"sampler_rng": rng}}
-	if err := model.Save(filepath.Join(dir, "policy"), ck); err != nil {
-		return err
-	}
+	var ref *model.Model
 	if p.Ref != nil {
-		return model.Save(filepath.Join(dir, "reference"), model.Checkpoint{Model: p.Ref.Model})
+		ref = p.Ref.Model
 	}
-	return nil
+	return saveCheckpoint(dir, model.Checkpoint{Model: p.Model, Optim: p.Optim, Tokenizer: p.Tokenizer}, rng, ref)
 }
 
 // Load implements Store; an architecture that differs is refused with the
 // field named.
 func (p *ModelPolicy) Load(ctx context.Context, dir string) error {
-	cfg := p.Model.Cfg
-	ck, err := model.Load(filepath.Join(dir, "policy"), &cfg)
+	ck, ref, rng, err := loadCheckpoint(dir, p.Model.Cfg, p.Ref != nil)
 	if err != nil {
 		return err
 	}
@@ -209,12 +195,6 @@ func (p *ModelPolicy) Load(ctx context.Context, dir string) error {
 	if ck.Optim != nil {
 		p.Optim = ck.Optim
 	}
-	rng, ok := ck.Extra["sampler_rng"]
-	if !ok {
-		// Without it a resumed run would not draw what the uninterrupted
-		// one drew: the checkpoint is incomplete.
-		return fmt.Errorf("load policy: %s has no sampler_rng", filepath.Join(dir, "policy"))
-	}
 	p.rngMu.Lock()
 	err = p.pcg.UnmarshalBinary(rng)
 	p.rngMu.Unlock()
@@ -222,14 +202,46 @@ func (p *ModelPolicy) Load(ctx context.Context, dir string) error {
 		return fmt.Errorf("load policy: sampler rng: %w", err)
 	}
 	p.refreshSnapshot()
-	if p.Ref != nil {
-		ref, err := loadReference(dir, &cfg)
-		if err != nil {
-			return err
-		}
+	if ref != nil {
 		return p.Ref.Model.CopyWeightsFrom(ref.Model)
 	}
 	return nil
+}
+
+// saveCheckpoint writes a policy's part of a checkpoint in dir, as both
+// policies do: policy/ (ck, with the sampler's random source) and, when ref
+// is set, reference/.
+func saveCheckpoint(dir string, ck model.Checkpoint, rng []byte, ref *model.Model) error {
+	ck.Extra = map[string][]byte{"sampler_rng": rng}
+	if err := model.Save(filepath.Join(dir, "policy"), ck); err != nil {
+		return err
+	}
+	if ref != nil {
+		return model.Save(filepath.Join(dir, "reference"), model.Checkpoint{Model: ref})
+	}
+	return nil
+}
+
+// loadCheckpoint reads what saveCheckpoint wrote in dir for architecture
+// cfg (one that differs is refused with the field named): the policy, its
+// sampler's random source and, with withRef, the reference. All is read
+// before a policy changes, so a checkpoint that fails leaves it as it was.
+func loadCheckpoint(dir string, cfg model.Config, withRef bool) (ck, ref *model.Checkpoint, rng []byte, err error) {
+	if ck, err = model.Load(filepath.Join(dir, "policy"), &cfg); err != nil {
+		return nil, nil, nil, err
+	}
+	rng, ok := ck.Extra["sampler_rng"]
+	if !ok {
+		// Without it a resumed run would not draw what the uninterrupted
+		// one drew: the checkpoint is incomplete.
+		return nil, nil, nil, fmt.Errorf("load policy: %s has no sampler_rng", filepath.Join(dir, "policy"))
+	}
+	if withRef {
+		if ref, err = loadReference(dir, &cfg); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return ck, ref, rng, nil
 }
 
 // loadReference loads the checkpoint's reference/. A run without a KL term

@@ -109,15 +109,7 @@ func TestGRPOOnTheRealModelLearns(t *testing.T) {
 	learnShareOfA(t, cfg, p, ref, p, tok)
 
 	// The checkpoint restores the policy, optimiser, reference and sampler RNG.
-	latest, err := LatestCheckpoint(cfg.Run.OutDir)
-	if err != nil || latest == "" {
-		t.Fatalf("no checkpoint: %v", err)
-	}
-	q, _ := tinyModelPolicy(t, 99, 3e-2)
-	q.Ref = &ModelReference{Model: q.Model.Clone()}
-	if err := q.Load(context.Background(), latest); err != nil {
-		t.Fatal(err)
-	}
+	q := reloaded(t, cfg.Run.OutDir)
 	if !reflect.DeepEqual(q.Model.Weights(), p.Model.Weights()) || q.Version() != p.Version() ||
 		!reflect.DeepEqual(q.Ref.Model.Weights(), ref.Model.Weights()) {
 		t.Fatal("checkpoint did not restore the weights, reference and optimiser step")
@@ -127,6 +119,22 @@ func TestGRPOOnTheRealModelLearns(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("sampler RNG not restored")
 	}
+}
+
+// reloaded is a fresh CPU policy, with a reference, loaded from the newest
+// checkpoint under outDir.
+func reloaded(t *testing.T, outDir string) *ModelPolicy {
+	t.Helper()
+	latest, err := LatestCheckpoint(outDir)
+	if err != nil || latest == "" {
+		t.Fatalf("no checkpoint: %v", err)
+	}
+	q, _ := tinyModelPolicy(t, 99, 3e-2)
+	q.Ref = &ModelReference{Model: q.Model.Clone()}
+	if err := q.Load(context.Background(), latest); err != nil {
+		t.Fatalf("the CPU policy cannot read %s: %v", latest, err)
+	}
+	return q
 }
 
 // stepOnce takes one update on a fixed batch so the weights change.

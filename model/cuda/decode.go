@@ -42,7 +42,7 @@ func (e *Engine) decodeFor(slots, capacity int) (*decodeState, error) {
 	e.dec.free(e.dev)
 	e.dec = nil
 	// Round up so that nearby calls reuse the state.
-	cp := min(e.bucketT(capacity), e.cfg.Context)
+	cp := min(e.cfg.BucketT(capacity), e.cfg.Context)
 	c := e.cfg
 	D, F, V := c.DModel, c.DFF, c.VocabSize
 	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
@@ -194,7 +194,7 @@ func (e *Engine) prefill(s *decodeState, prefix []int, n int) error {
 	if P == 0 {
 		return nil
 	}
-	T := e.bucketT(P)
+	T := e.cfg.BucketT(P)
 	p, err := e.planFor(1, T, false)
 	if err != nil {
 		return err

@@ -317,16 +317,6 @@ func (e *Engine) headRows() int {
 	return max(1, (64<<20)/e.cfg.VocabSize)
 }
 
-// bucketT pads a length to a power of two from 32, capped at the context
-// (as model does), so a handful of plans serve every batch.
-func (e *Engine) bucketT(n int) int {
-	t := 32
-	for t < n {
-		t *= 2
-	}
-	return min(t, e.cfg.Context)
-}
-
 // planFor returns bucket (B, T)'s plan, freeing the least recently used
 // one beyond maxPlans. Call inside dev.Do.
 func (e *Engine) planFor(B, T int, train bool) (*plan, error) {
@@ -452,7 +442,7 @@ func (e *Engine) pass(ctx context.Context, b *model.Batch, cot, entCot [][]float
 			return nil, err
 		}
 		hi := lo + 1
-		for hi < len(order) && (hi-lo+1)*e.bucketT(len(b.Tokens[order[hi]])) <= e.opts.MicroTokens {
+		for hi < len(order) && (hi-lo+1)*e.cfg.BucketT(len(b.Tokens[order[hi]])) <= e.opts.MicroTokens {
 			hi++
 		}
 		seqs := order[lo:hi]
@@ -460,10 +450,10 @@ func (e *Engine) pass(ctx context.Context, b *model.Batch, cot, entCot [][]float
 		for B < len(seqs) {
 			B *= 2
 		}
-		if B*e.bucketT(len(b.Tokens[seqs[len(seqs)-1]])) > e.opts.MicroTokens {
+		if B*e.cfg.BucketT(len(b.Tokens[seqs[len(seqs)-1]])) > e.opts.MicroTokens {
 			B = len(seqs)
 		}
-		T := e.bucketT(len(b.Tokens[seqs[len(seqs)-1]]))
+		T := e.cfg.BucketT(len(b.Tokens[seqs[len(seqs)-1]]))
 		err := e.dev.Do(func() error {
 			p, err := e.planFor(B, T, train)
 			if err != nil {

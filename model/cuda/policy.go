@@ -93,17 +93,7 @@ func (p *Policy) Backward(ctx context.Context, b model.Batch, cot [][]float32) (
 	if err != nil {
 		return nil, 0, err
 	}
-	sum, n := 0.0, 0
-	for _, row := range res.Entropy {
-		for _, e := range row {
-			sum += float64(e)
-			n++
-		}
-	}
-	if n > 0 {
-		sum /= float64(n)
-	}
-	return res.Logprobs, sum, nil
+	return res.Logprobs, res.MeanEntropy(), nil
 }
 
 // Step clips, applies AdamW at the scheduled rate and clears the
