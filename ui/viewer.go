@@ -272,7 +272,14 @@ func (v *Viewer) listKey(k string) tea.Cmd {
 			v.status = err.Error()
 		}
 	case "m":
-		v.screen = screenChart
+		if v.screen = screenChart; v.metric == 0 {
+			// Start on the reward, not the alphabet's first metric.
+			for i, n := range v.met.Names() {
+				if n == "reward/mean" {
+					v.metric = i
+				}
+			}
+		}
 	case "E":
 		v.status = v.exportSet()
 	}
