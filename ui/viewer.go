@@ -475,7 +475,11 @@ func (v *Viewer) listLines() []string {
 	}
 	for i := v.top; i < len(v.rows) && i < v.top+body; i++ {
 		e := v.ix.Entries[v.rows[i]]
-		row := fmt.Sprintf("  %6d %-7s %-32s %-10s %7.3f %+7.3f  %s", e.Step, fmt.Sprintf("%d.%d", e.Group, e.Index),
+		mark := "  "
+		if i == v.cursor {
+			mark = "> " // the selection reads without colour too
+		}
+		row := fmt.Sprintf("%s%6d %-7s %-32s %-10s %7.3f %+7.3f  %s", mark, e.Step, fmt.Sprintf("%d.%d", e.Group, e.Index),
 			cut(v.ix.Tasks[e.Task], 32), history.Phases[e.Phase], e.Reward, e.Advantage, OutcomeWord(e))
 		if i == v.cursor {
 			row = styleSelected.Render(fitLine(row, v.w))
