@@ -128,7 +128,7 @@ func TestViewInTmux(t *testing.T) {
 	}
 	// A metric's chart.
 	s.keys("m")
-	s.waitFor("a chart", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "chart 1/") })
+	s.waitFor("the reward chart", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), ": reward/mean") })
 	s.keys("q")
 }
 
