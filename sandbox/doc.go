@@ -43,4 +43,14 @@
 // alone; NewPool calls it at start and Pool.Close removes what is left of its
 // own run. Prepare builds (from a tar context) or pulls the images a dataset
 // needs; the official SWE-bench names are InstanceImage and RemoteImage.
+//
+// The files: the runner is spec.go (what an evaluation is and what it
+// gives back), eval.go (one evaluation's container on one host), disk.go
+// (the disk bound), output.go (the log cap and line batches), script.go and
+// protect.go (the eval script, its protocol and what it resets), pool.go
+// and hosts.go (workers over hosts, the hosts' health), reaper.go, and
+// docker.go and ssh.go (the client). Images are image*.go, which the runner
+// never calls: naming, building, pulling and Prepare (image.go), registry
+// credentials, push and host-to-host streaming (image_registry.go), images
+// built from a repository (image_repo.go), and CopyOut (image_copyout.go).
 package sandbox

@@ -21,104 +21,6 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
-// Labels on every container the sandbox creates.
-const (
-	LabelManaged  = "swetui.managed"  // always "true"
-	LabelRun      = "swetui.run"      // the run id
-	LabelOwner    = "swetui.owner"    // hostname/pid/start of the process that made it
-	LabelEval     = "swetui.eval"     // the evaluation id
-	LabelDeadline = "swetui.deadline" // unix seconds after which it is stale whoever owns it
-)
-
-var (
-	// ErrImageMissing marks an evaluation whose image is not on the host.
-	ErrImageMissing = errors.New("image missing")
-	// ErrBadSpec marks an evaluation that cannot run as specified.
-	ErrBadSpec = errors.New("bad evaluation spec")
-	// ErrPanic marks an evaluation during which the caller's code (a log
-	// consumer) panicked: a bug, so it is not retried.
-	ErrPanic = errors.New("panicked")
-)
-
-// Limits are the resources one evaluation's container may use, and how it
-// is locked down.
-type Limits struct {
-	MemoryMB  int
-	CPUs      float64
-	PidsLimit int
-	LogCap    int // bytes of log kept; output past it kills the container
-	// DiskMB bounds what the evaluation writes to disk (0: no bound): no
-	// file may grow past it (RLIMIT_FSIZE), the writable layer is capped by
-	// the storage driver where it can (--storage-opt size), and the
-	// writable folders are measured every DiskEvery; when they have grown
-	// past the bound the container is killed and the result says DiskLimit.
-	DiskMB int
-	TmpMB  int // size of the tmpfs at /tmp (default 256)
-	// CapAdd are the capabilities given back after dropping all of them.
-	CapAdd []string
-	// WritableRoot keeps the image's root filesystem writable; otherwise it
-	// is read-only and only the workdir (a volume filled from the image),
-	// /swetui and /tmp can be written.
-	WritableRoot bool
-}
-
-// DiskEvery is how often the writable folders of a running evaluation are
-// measured against Limits.DiskMB.
-var DiskEvery = 2 * time.Second
-
-// Spec is one evaluation: a script run as the entry point of a fresh
-// container of Image, with Files copied in first.
-type Spec struct {
-	ID         string            // unique evaluation id (labels, logs, state)
-	InstanceID string            // the task, for display
-	Image      string            // image to run; must be on the host
-	Workdir    string            // working directory ("" = the image's)
-	Files      map[string][]byte // absolute path in the container -> content
-	Script     string            // bash script, copied to ScriptPath and run first
-	// Tests, with Nonce, makes it an eval (see script.go): Script is the
-	// prepare script, and when its exit status says so, Tests (a bash
-	// command line) runs next, its output framed by protocol lines of Nonce
-	// that the host writes.
-	Tests   string
-	Nonce   string
-	Timeout time.Duration // wall-clock limit from start; the container is killed at it
-	Env     []string      // KEY=value
-	User    string        // user to run as ("" = the image's)
-	// WritableRoot keeps the root filesystem writable for this evaluation
-	// (its setup writes system files), whatever Limits say.
-	WritableRoot bool
-}
-
-// Durations say where an evaluation's time went.
-type Durations struct {
-	Queue  time.Duration // waiting in the pool's queue
-	Create time.Duration // container create + copy of the files
-	Start  time.Duration // attach + start
-	Run    time.Duration // start to exit
-	Remove time.Duration
-	Total  time.Duration // dequeue (or Run call) to result, removal included unless deferred
-}
-
-// Result is the outcome of one evaluation. A test failure is ExitCode != 0
-// with Infra nil; Infra is set only when the sandbox itself failed (daemon
-// error, missing image, panic), so the caller can mask it instead of
-// scoring it.
-type Result struct {
-	ID          string
-	InstanceID  string
-	Host        string // endpoint that ran it
-	ContainerID string
-	ExitCode    int    // the script's exit status; -1 if it never exited
-	Log         string // demultiplexed stdout+stderr, at most Limits.LogCap bytes
-	Truncated   bool   // output passed the cap; the container was killed
-	TimedOut    bool   // the deadline passed; the container was killed
-	DiskLimit   bool   // it wrote more than Limits.DiskMB; the container was killed
-	Canceled    bool   // the caller's context ended first
-	Infra       error
-	Attempts    int // tries, retries after infrastructure failures included
-	Durations   Durations
-}
-
 // Runner runs evaluations on one Docker host.
 type Runner struct {
 	Docker   Docker
@@ -357,23 +259,6 @@ func (r *Runner) hostConfig(spec Spec) *container.HostConfig {
 	return host
 }
 
-// writableDirs are the folders of spec that stay writable on a read-only
-// root, and that the disk bound measures.
-func writableDirs(spec Spec) []string {
-	dirs := []string{path.Dir(ScriptPath)}
-	if w := path.Clean(spec.Workdir); spec.Workdir != "" && w != "/" && w != path.Dir(ScriptPath) {
-		dirs = append(dirs, w)
-	}
-	return dirs
-}
-
-func tmpMB(l Limits) int {
-	if l.TmpMB > 0 {
-		return l.TmpMB
-	}
-	return 256
-}
-
 const killedStatus = 137 // a process killed by SIGKILL, as the shell reports it
 
 // execute starts the container and runs the evaluation's processes in it:
@@ -590,85 +475,6 @@ func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, o
 	}
 }
 
-// diskBaseOf returns what the writable folders of spec's image hold
-// before any step writes, measured in this container (not yet written to)
-// the first time an image is seen and remembered: measured concurrently
-// with the steps, a busy host let fast writes into the base and the bound
-// was never passed. known is false when the measure failed.
-func (r *Runner) diskBaseOf(id string, spec Spec) (kb int64, known bool) {
-	key := spec.Image + "\x00" + strings.Join(writableDirs(spec), "\x00")
-	if v, ok := r.diskBase.Load(key); ok {
-		return v.(int64), true
-	}
-	if kb, known = r.diskUsage(id, spec); known {
-		r.diskBase.Store(key, kb)
-	}
-	return kb, known
-}
-
-// diskUsage is du of the container's writable folders, run by the daemon
-// in the container, in KiB.
-func (r *Runner) diskUsage(id string, spec Spec) (int64, bool) {
-	var buf bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), DiskEvery+5*time.Second)
-	defer cancel()
-	cmd := append([]string{"du", "-skxc", "--"}, writableDirs(spec)...)
-	if _, err := r.step(ctx, id, Spec{User: spec.User}, cmd, &limitedBuffer{b: &buf, max: 1 << 16}); err != nil {
-		return 0, false
-	}
-	return duTotal(buf.String()), true
-}
-
-// watchDisk measures the container's writable folders every DiskEvery
-// until done and closes over when they have grown by more than
-// Limits.DiskMB over base (the repository the image holds is no write of
-// the evaluation's; without a known base the first measure is taken as
-// it). Errors (a container that is going) only skip a round.
-func (r *Runner) watchDisk(id string, spec Spec, base int64, haveBase bool, done <-chan struct{}, over chan<- struct{}) {
-	t := time.NewTicker(DiskEvery)
-	defer t.Stop()
-	limit := int64(r.Limits.DiskMB) << 10 // KiB
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-		kb, ok := r.diskUsage(id, spec)
-		switch {
-		case !ok:
-		case !haveBase:
-			base, haveBase = kb, true
-		case kb-base > limit:
-			close(over)
-			return
-		}
-	}
-}
-
-// duTotal reads the "total" line of du -c.
-func duTotal(out string) int64 {
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[1] == "total" {
-			n, _ := strconv.ParseInt(f[0], 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-type limitedBuffer struct {
-	b   *bytes.Buffer
-	max int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
 // remove force-removes the container on its own context and reports how
 // long it took. Errors are dropped: the reaper catches what is left.
 func (r *Runner) remove(id string) time.Duration {
@@ -725,61 +531,6 @@ func tarFiles(files map[string][]byte, root string) ([]byte, error) {
 		return nil, fmt.Errorf("tar: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// capWriter keeps the first max bytes written and signals full once when
-// more arrive. It never fails a write, so the stream keeps draining.
-type capWriter struct {
-	mu        sync.Mutex
-	max       int
-	buf       bytes.Buffer
-	truncated bool
-	onLog     func([]byte)
-	full      chan struct{}
-	fullOnce  sync.Once
-	panicV    any
-	panicC    chan struct{} // closed when onLog panicked
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	keep := p
-	if w.max > 0 {
-		room := w.max - w.buf.Len()
-		if room < 0 {
-			room = 0
-		}
-		if len(keep) > room {
-			keep = keep[:room]
-			w.truncated = true
-			w.fullOnce.Do(func() { close(w.full) })
-		}
-	}
-	w.buf.Write(keep)
-	w.mu.Unlock()
-	if len(keep) > 0 && w.onLog != nil {
-		w.onLog(keep)
-	}
-	return len(p), nil
-}
-
-func (w *capWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-func (w *capWriter) setPanic(v any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.panicV = v
-	close(w.panicC)
-}
-
-func (w *capWriter) panicValue() any {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.panicV
 }
 
 func short(id string) string {

@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strings"
 	"sync"
 	"time"
-
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
@@ -94,58 +90,6 @@ type Pool struct {
 
 const latencyWindow = 1024
 
-type host struct {
-	endpoint string
-	docker   Docker
-	runner   *Runner
-	up       bool
-	active   int
-	err      error     // the last error seen; kept after the host comes back
-	since    time.Time // when it last went up or down
-	retryAt  time.Time
-	// live are the containers of this pool's evaluations that are not yet
-	// handed to removal; leftovers are those whose removal failed (the
-	// daemon was away), removed again as soon as it answers.
-	live      map[string]bool
-	leftovers map[string]bool
-	checking  bool // a health ping is out
-	// lost ends, with an ErrHostDown cause, when the host is taken out; the
-	// evaluations there end with it. A new one is made when it comes back.
-	lost context.Context
-	lose context.CancelCauseFunc
-}
-
-// ErrHostDown marks an evaluation cut off by the loss of its Docker host:
-// an infrastructure failure, retried on another host.
-var ErrHostDown = errors.New("docker host lost")
-
-// newLife gives h a fresh lost context; the caller holds p.mu or owns h.
-func (h *host) newLife() {
-	h.lost, h.lose = context.WithCancelCause(context.Background())
-}
-
-// onHost returns ctx ended also when h is lost (with its cause), and the
-// function that releases it.
-func (p *Pool) onHost(ctx context.Context, h *host) (context.Context, func()) {
-	p.mu.Lock()
-	lost := h.lost
-	p.mu.Unlock()
-	c, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(lost, func() { cancel(context.Cause(lost)) })
-	return c, func() { stop(); cancel(context.Canceled) }
-}
-
-// hostLost is the ErrHostDown cause that ended ctx, or nil.
-func hostLost(ctx context.Context) error {
-	if ctx.Err() == nil {
-		return nil
-	}
-	if cause := context.Cause(ctx); errors.Is(cause, ErrHostDown) {
-		return cause
-	}
-	return nil
-}
-
 type job struct {
 	ctx      context.Context
 	spec     Spec
@@ -224,86 +168,6 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 		go p.prepare()
 	}
 	return p, nil
-}
-
-// attach brings h up on client d.
-func (p *Pool) attach(h *host, d Docker) {
-	name := h.endpoint
-	if name == "" {
-		name = d.DaemonHost()
-	}
-	h.docker, h.up, h.since = d, true, time.Now()
-	h.live, h.leftovers = map[string]bool{}, map[string]bool{}
-	h.newLife()
-	h.runner = &Runner{Docker: d, Endpoint: name, RunID: p.opts.RunID, Limits: p.opts.Limits,
-		removeAsync: p.removeLater(h)}
-}
-
-// removeLater returns a remover that takes the container's removal off the
-// evaluation's critical path; Close waits for it. A removal that fails is
-// kept as a leftover of the host, tried again by the monitor.
-func (p *Pool) removeLater(h *host) func(string) {
-	return func(id string) {
-		p.mu.Lock()
-		delete(h.live, id)
-		d := h.docker
-		p.mu.Unlock()
-		p.removing.Add(1)
-		go func() {
-			defer p.removing.Done()
-			if err := removeContainer(d, id); err != nil {
-				p.mu.Lock()
-				h.leftovers[id] = true
-				p.mu.Unlock()
-			}
-		}()
-	}
-}
-
-// removeContainer force-removes a container; one already gone is removed.
-func removeContainer(d Docker, id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
-	defer cancel()
-	err := d.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return err
-	}
-	return nil
-}
-
-// removeLeftovers tries again to remove h's leftovers, when the host
-// answers; it reports how many went.
-func (p *Pool) removeLeftovers(h *host) int {
-	p.mu.Lock()
-	ids := make([]string, 0, len(h.leftovers))
-	for id := range h.leftovers {
-		ids = append(ids, id)
-	}
-	d := h.docker
-	p.mu.Unlock()
-	if len(ids) == 0 || ping(p.ctx, d, h.endpoint) != nil {
-		return 0
-	}
-	n := 0
-	for _, id := range ids {
-		if removeContainer(d, id) == nil {
-			n++
-			p.mu.Lock()
-			delete(h.leftovers, id)
-			p.mu.Unlock()
-		}
-	}
-	return n
-}
-
-func (p *Pool) upHosts() int {
-	n := 0
-	for _, h := range p.hosts {
-		if h.up {
-			n++
-		}
-	}
-	return n
 }
 
 // Reaped is how many stale containers NewPool removed.
@@ -408,17 +272,6 @@ func (p *Pool) setWorker(id int, f func(w *event.WorkerState)) {
 	f(&p.workers[id])
 	p.version++
 	p.mu.Unlock()
-}
-
-// host is the display name of h.
-func (h *host) name() string {
-	if h.endpoint == "" && h.runner != nil {
-		return h.runner.Endpoint
-	}
-	if h.endpoint == "" {
-		return "the default Docker host"
-	}
-	return h.endpoint
 }
 
 // A job goes through two stages. Preparers take it from the queue, pick a
@@ -670,199 +523,8 @@ func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) Result {
 	return res
 }
 
-// ErrNoHost marks an attempt that found no Docker host up.
-var ErrNoHost = errors.New("no Docker host is up")
-
-// pickHost returns the up host with the fewest active evaluations and
-// counts one more there. While none is up it waits for the monitor to bring
-// one back, for one round of probes at most: then the attempt is an
-// infrastructure failure, so the run goes on (and retries) rather than hangs.
-func (p *Pool) pickHost(ctx context.Context) (*host, error) {
-	giveUp := time.NewTimer(p.noHostWait)
-	defer giveUp.Stop()
-	for {
-		p.mu.Lock()
-		var best *host
-		for _, h := range p.hosts {
-			if h.up && (best == nil || h.active < best.active) {
-				best = h
-			}
-		}
-		if best != nil {
-			best.active++
-			p.mu.Unlock()
-			return best, nil
-		}
-		changed := p.changed
-		var why []string
-		for _, h := range p.hosts {
-			if h.err != nil {
-				why = append(why, h.err.Error())
-			}
-		}
-		p.mu.Unlock()
-		select {
-		case <-changed:
-		case <-giveUp.C:
-			return nil, fmt.Errorf("%w: %s", ErrNoHost, strings.Join(why, "; "))
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for a Docker host: %w: %w", ErrNoHost, ctx.Err())
-		}
-	}
-}
-
 // StateEvery is how often the pool publishes its state, when it changed.
 const StateEvery = 500 * time.Millisecond
-
-// monitor probes the hosts that are out once their retry time has come, and
-// publishes the pool's state when it has changed.
-func (p *Pool) monitor() {
-	defer p.running.Done()
-	every := min(max(min(p.opts.HostRetry, p.opts.HealthEvery)/4, 10*time.Millisecond), StateEvery)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	published, queued, lastPublish := -1, -1, time.Time{}
-	lastHealth := time.Now()
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case now := <-t.C:
-			p.mu.Lock()
-			var due []*host
-			for _, h := range p.hosts {
-				if !h.up && !now.Before(h.retryAt) {
-					due = append(due, h)
-				}
-			}
-			if now.Sub(lastHealth) >= p.opts.HealthEvery {
-				lastHealth = now
-				for _, h := range p.hosts {
-					if h.up && !h.checking {
-						h.checking = true
-						p.running.Add(1)
-						go p.health(h)
-					}
-				}
-			}
-			var st *event.PoolState
-			if q := len(p.queue) + p.waiting; (p.version != published || q != queued) && now.Sub(lastPublish) >= StateEvery {
-				s := p.stateLocked()
-				st, published, queued, lastPublish = &s, p.version, q, now
-			}
-			p.mu.Unlock()
-			if st != nil {
-				p.opts.Events.Publish(*st)
-			}
-			for _, h := range due {
-				p.revive(h)
-			}
-			p.mu.Lock()
-			var stale []*host
-			for _, h := range p.hosts {
-				if h.up && len(h.leftovers) > 0 {
-					stale = append(stale, h)
-				}
-			}
-			p.mu.Unlock()
-			for _, h := range stale {
-				if n := p.removeLeftovers(h); n > 0 {
-					p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(),
-						Text: fmt.Sprintf("docker host %s answers again: removed %d containers whose removal had failed", h.name(), n)})
-				}
-			}
-		}
-	}
-}
-
-// revive tries a host that is out; on failure it stays out for HostRetry.
-func (p *Pool) revive(h *host) {
-	var err error
-	d := h.docker
-	if d == nil {
-		ctx, cancel := context.WithTimeout(p.ctx, pingTimeout)
-		d, err = p.opts.Dial(ctx, h.endpoint)
-		cancel()
-	} else {
-		err = pingWithin(p.ctx, d, h.endpoint, p.opts.HealthTimeout)
-	}
-	p.mu.Lock()
-	if err != nil {
-		h.err, h.retryAt = err, time.Now().Add(p.opts.HostRetry)
-		p.version++
-		p.mu.Unlock()
-		return
-	}
-	if h.docker == nil {
-		p.attach(h, d)
-	} else {
-		h.up, h.since = true, time.Now()
-		h.newLife()
-	}
-	p.version++
-	close(p.changed)
-	p.changed = make(chan struct{})
-	name, docker := h.name(), h.docker
-	clear(h.leftovers) // the reap below takes them too
-	p.mu.Unlock()
-	p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("docker host %s is back", name)})
-	// What this run left there when the host went away (the container of
-	// the evaluation that was cut, since retried elsewhere) goes now; the
-	// containers of evaluations that started since stay.
-	p.removing.Add(1)
-	go func() {
-		defer p.removing.Done()
-		ctx, cancel := context.WithTimeout(p.ctx, removeTimeout)
-		defer cancel()
-		n, err := reap(ctx, docker, runFilter(p.opts.RunID), func(c container.Summary) bool {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			return !h.live[c.ID]
-		})
-		if err == nil && n > 0 {
-			p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("docker host %s: removed %d containers left when it went away", name, n)})
-		}
-	}()
-}
-
-// health pings an up host and takes it out when it does not answer.
-func (p *Pool) health(h *host) {
-	defer p.running.Done()
-	err := pingWithin(p.ctx, h.docker, h.endpoint, p.opts.HealthTimeout)
-	p.mu.Lock()
-	h.checking = false
-	p.mu.Unlock()
-	if err != nil && p.ctx.Err() == nil {
-		p.takeOut(h, err)
-	}
-}
-
-// checkHost takes h out when it no longer answers after an infrastructure
-// failure there, so the retry goes elsewhere.
-func (p *Pool) checkHost(h *host, cause error) {
-	if err := pingWithin(p.ctx, h.docker, h.endpoint, p.opts.HealthTimeout); err == nil {
-		return
-	}
-	p.takeOut(h, cause)
-}
-
-// takeOut marks h down for HostRetry and ends the evaluations there.
-func (p *Pool) takeOut(h *host, cause error) {
-	p.mu.Lock()
-	wasUp := h.up
-	h.up, h.err, h.retryAt = false, cause, time.Now().Add(p.opts.HostRetry)
-	name := h.name()
-	if wasUp {
-		h.since = time.Now()
-		h.lose(fmt.Errorf("%w: %s: %v", ErrHostDown, name, cause))
-	}
-	p.version++
-	p.mu.Unlock()
-	if wasUp {
-		p.opts.Events.Publish(event.Message{Level: event.Warn, Time: time.Now(),
-			Text: fmt.Sprintf("docker host %s is down (%v); its evaluations go to the other hosts, and it is tried again in %s", name, cause, p.opts.HostRetry)})
-	}
-}
 
 // Close cancels running and queued evaluations, waits (until ctx ends) for
 // their containers to be removed, removes whatever of this run is left on
@@ -909,29 +571,4 @@ func (p *Pool) Close(ctx context.Context) error {
 		p.closeErr = errors.Join(p.closeErr, errors.Join(errs...))
 	})
 	return p.closeErr
-}
-
-// lineSplitter turns output chunks into batches of complete lines; the
-// chunks Docker delivers are the natural batches.
-type lineSplitter struct {
-	partial []byte
-	emit    func([]string)
-}
-
-func (s *lineSplitter) write(b []byte) {
-	s.partial = append(s.partial, b...)
-	i := strings.LastIndexByte(string(s.partial), '\n')
-	if i < 0 {
-		return
-	}
-	text := string(s.partial[:i])
-	s.partial = append(s.partial[:0], s.partial[i+1:]...)
-	s.emit(strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n"))
-}
-
-func (s *lineSplitter) flush() {
-	if len(s.partial) > 0 {
-		s.emit([]string{string(s.partial)})
-		s.partial = nil
-	}
 }
