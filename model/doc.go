@@ -4,7 +4,8 @@
 //
 // # Pieces
 //
-//   - Tokenizer (tokenizer.go): TrainBPE learns a byte-level BPE in seconds;
+//   - Tokenizer (tokenizer.go; tokenizer_train.go, tokenizer_json.go):
+//     TrainBPE learns a byte-level BPE in seconds;
 //     Encode/Decode round-trip any bytes; Save/LoadTokenizer speak Hugging
 //     Face's tokenizer.json, and GPT-2, Llama-3 and Qwen2 files load too
 //     (their split regexes use lookahead, hence regexp2). Chat specials:
@@ -14,8 +15,8 @@
 //     and gradients live in two flat float32 arenas that the gorgonia graphs,
 //     the sampler, the optimiser and checkpoints share. Sequences are packed
 //     from position 0 and right-padded, so the causal mask is the only mask.
-//     One graph is compiled per (micro-batch, length) bucket and re-bound with
-//     gorgonia.Let each call.
+//     One graph is compiled per (micro-batch, Config.BucketT) bucket and
+//     re-bound with gorgonia.Let each call.
 //   - Logprobs / Backward: per-completion-token logprobs and entropies at the
 //     batch's temperature; Backward also ADDS the gradient of
 //     Σ cot·logprob into Grads. The trainer owns the loss: GRPO passes

@@ -13,12 +13,15 @@
 // # Pieces
 //
 //   - Device (device.go): tensors, memory, and the kernel list. CPU in
-//     cpu.go; CUDA in cudadev.go over the bindings of driver.go, found by
-//     the loader of loader.go, with the kernels of kernels.cu.
+//     cpu.go and cpu_attention.go; CUDA in cudadev.go (context, memory),
+//     cudadev_compile.go (NVRTC, the module cache) and cudadev_kernels.go
+//     (the launches) over the bindings of driver.go, found by the loader of
+//     loader.go, with the kernels of kernels.cu.
 //   - Engine (engine.go, plan.go): weights in four arenas laid out as
 //     model.Model's (fp32 master weights and gradients, AdamW moments, and
 //     a compute copy in the activation type), one memory plan per shape
-//     bucket, Logprobs/Backward over model.Batch, Step.
+//     bucket (model.Config.BucketT), Logprobs/Backward over model.Batch
+//     (engine_pass.go), Step (engine_step.go).
 //   - Sampling (decode.go): one prefill of the prompt, its KV cache copied
 //     to G slots, G completions decoded together; temperature and top-p on
 //     the device, behaviour logprobs over the full vocabulary.

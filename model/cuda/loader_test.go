@@ -135,7 +135,7 @@ func TestKernelSourceMatchesLaunches(t *testing.T) {
 		params[m[1]] = strings.Count(m[2], ",") + 1
 	}
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "cudadev.go", nil, 0)
+	f, err := parser.ParseFile(fset, "cudadev_kernels.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +189,6 @@ func TestKernelSourceMatchesLaunches(t *testing.T) {
 		return false
 	})
 	if launched < 25 {
-		t.Errorf("found %d launches in cudadev.go; the parser missed some", launched)
+		t.Errorf("found %d launches in cudadev_kernels.go; the parser missed some", launched)
 	}
 }

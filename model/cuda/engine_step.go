@@ -1,0 +1,97 @@
+package cuda
+
+import (
+	"errors"
+	"math"
+
+	"github.com/swetui/swetui/model"
+)
+
+// ZeroGrad clears the gradient arena.
+func (e *Engine) ZeroGrad() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dev.Do(func() error {
+		e.dev.Zero(e.g)
+		return nil
+	})
+}
+
+// Grads copies the gradient arena into dst (model layout).
+func (e *Engine) Grads(dst []float32) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dev.Do(func() error { return e.dev.Download(dst, e.g) })
+}
+
+// GradNorm is the global L2 norm of the accumulated gradients.
+func (e *Engine) GradNorm() (float64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var n float64
+	err := e.dev.Do(func() error {
+		var err error
+		n, err = e.gradNorm()
+		return err
+	})
+	return n, err
+}
+
+func (e *Engine) gradNorm() (float64, error) {
+	parts, err := e.dev.Alloc(F32, SumSquaresParts)
+	if err != nil {
+		return 0, err
+	}
+	defer e.dev.Free(parts)
+	e.dev.SumSquares(parts, e.g, e.np)
+	host := make([]float32, SumSquaresParts)
+	if err := e.dev.Download(host, parts); err != nil {
+		return 0, err
+	}
+	var ss float64
+	for _, v := range host {
+		ss += float64(v)
+	}
+	return math.Sqrt(ss), nil
+}
+
+// Step clips the gradients to a global norm of clip (0: off), applies
+// one AdamW update at lr with opt's hyper-parameters (advancing opt.Step,
+// as model.AdamW.Update does), refreshes the compute copy and clears the
+// gradients. It returns the norm before clipping.
+func (e *Engine) Step(opt *model.AdamW, lr, clip float64) (float64, error) {
+	if e.m.N == 0 {
+		return 0, errors.New("cuda engine: step on an engine built without training state")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var norm float64
+	err := e.dev.Do(func() error {
+		var err error
+		if norm, err = e.gradNorm(); err != nil {
+			return err
+		}
+		gs := float32(1)
+		if clip > 0 && norm > clip {
+			gs = float32(clip / (norm + 1e-6))
+		}
+		opt.Step++
+		bc1 := 1 - math.Pow(opt.Beta1, float64(opt.Step))
+		bc2 := 1 - math.Pow(opt.Beta2, float64(opt.Step))
+		a := AdamWArgs{B1: float32(opt.Beta1), B2: float32(opt.Beta2), Eps: float32(opt.Eps),
+			StepSize: float32(lr / bc1), InvBC2: float32(1 / bc2), GScale: gs}
+		for _, p := range e.decays {
+			a.Decay = 1
+			if p.decay {
+				a.Decay = float32(1 - lr*opt.WeightDecay)
+			}
+			e.dev.AdamW(e.wv(p), e.gv(p), e.m.View(p.off, p.n), e.v.View(p.off, p.n), p.n, a)
+		}
+		if e.act != F32 {
+			e.dev.Cast(e.wc, e.w, e.np)
+		}
+		e.dev.Zero(e.g)
+		return nil
+	})
+	return norm, err
+}
