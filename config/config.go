@@ -27,6 +27,7 @@ type Config struct {
 	SFT        SFT        `toml:"sft"`
 	Watchdog   Watchdog   `toml:"watchdog"`
 	UI         UI         `toml:"ui"`
+	Serve      Serve      `toml:"serve"`
 }
 
 // Run holds the knobs of one training run as a whole.
@@ -293,6 +294,31 @@ type UI struct {
 	History   int `toml:"history"`
 }
 
+// Serve configures `swetui serve`, the reward engine as an HTTP service.
+type Serve struct {
+	// Addr is the listen address; any but a loopback one needs a token.
+	Addr string `toml:"addr"`
+	// TokenFile holds the bearer token clients must send (SWETUI_SERVE_TOKEN
+	// also sets it); never the token itself, which `swetui config` prints.
+	TokenFile string `toml:"token_file"`
+	// Concurrency is how many requests are scored at once (0: sandbox.workers);
+	// Queue how many more wait, past which a request is answered 429.
+	Concurrency int `toml:"concurrency"`
+	Queue       int `toml:"queue"`
+	MaxPatches  int `toml:"max_patches"`
+	MaxBodyKB   int `toml:"max_body_kb"`
+	// RequestTimeoutS bounds a request's whole time, its wait included.
+	RequestTimeoutS int `toml:"request_timeout_s"`
+	// DrainS is how long a stopping server lets requests in flight finish
+	// before it cancels their evaluations.
+	DrainS int `toml:"drain_s"`
+	// CacheEntries verdicts are kept by a content hash of (instance, patch,
+	// phase); 0 turns the cache off.
+	CacheEntries int `toml:"cache_entries"`
+	// InlineInstances accepts whole instances in a request's body.
+	InlineInstances bool `toml:"inline_instances"`
+}
+
 // Phase names of the curriculum, in order.
 const (
 	PhaseSyntax    = "syntax"
@@ -345,5 +371,7 @@ func Default() Config {
 		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100, SaveEvery: 50, Shipped: true},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
+		Serve: Serve{Addr: "127.0.0.1:8765", Queue: 64, MaxPatches: 64, MaxBodyKB: 16384, RequestTimeoutS: 1800,
+			DrainS: 30, CacheEntries: 4096, InlineInstances: true},
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -207,6 +208,17 @@ func Validate(cfg Config) error {
 	check(cfg.UI.RefreshMS < 10, "ui.refresh_ms", cfg.UI.RefreshMS, "must be at least 10")
 	check(cfg.UI.LogLines < 100, "ui.log_lines", cfg.UI.LogLines, "must be at least 100")
 	check(cfg.UI.History < 100, "ui.history", cfg.UI.History, "must be at least 100")
+
+	sv := cfg.Serve
+	_, _, addrErr := net.SplitHostPort(sv.Addr)
+	check(addrErr != nil, "serve.addr", fmt.Sprintf("%q", sv.Addr), "must be host:port (127.0.0.1:8765; port 0 picks a free one)")
+	check(sv.Concurrency < 0, "serve.concurrency", sv.Concurrency, "must be 0 (sandbox.workers) or more")
+	check(sv.Queue < 0, "serve.queue", sv.Queue, "must be 0 (no waiting: 429 when every slot is busy) or more")
+	positive("serve.max_patches", sv.MaxPatches)
+	positive("serve.max_body_kb", sv.MaxBodyKB)
+	positive("serve.request_timeout_s", sv.RequestTimeoutS)
+	check(sv.DrainS < 0, "serve.drain_s", sv.DrainS, "must be 0 (cancel at once) or more")
+	check(sv.CacheEntries < 0, "serve.cache_entries", sv.CacheEntries, "must be 0 (no cache) or more")
 
 	if len(ps) == 0 {
 		return nil

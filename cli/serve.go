@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/serve"
+	"github.com/swetui/swetui/task"
+	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/ui"
+)
+
+// serveOptions are `swetui serve`'s inputs.
+type serveOptions struct {
+	Config   config.Config // [serve], the dataset (data.source), [reward] and [sandbox]
+	Headless bool          // the line printer even on a terminal
+	// listener replaces listening on serve.addr (tests).
+	listener net.Listener
+}
+
+// tokenEnv holds the bearer token when serve.token_file names no file.
+const tokenEnv = "SWETUI_SERVE_TOKEN"
+
+func newServeOptions(env Env, args []string) (serveOptions, error) {
+	fs := newFlags(env, "serve")
+	load := configFlag(fs, env)
+	addr := fs.String("addr", "", "listen address host:port (default serve.addr, 127.0.0.1:8765); one that is not loopback needs a token")
+	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token clients must send (default serve.token_file, else $"+tokenEnv+")")
+	headless := fs.Bool("headless", false, "no console: one line per request on stdout")
+	cfg, _, err := parseAndLoad(fs, load, args)
+	if err != nil {
+		return serveOptions{}, err
+	}
+	if *addr != "" {
+		if _, _, err := net.SplitHostPort(*addr); err != nil {
+			return serveOptions{}, UsageErrorf("--addr %q: want host:port (127.0.0.1:8765)", *addr)
+		}
+		cfg.Serve.Addr = *addr
+	}
+	if *dataset != "" {
+		cfg.Data.Source = *dataset
+	}
+	if *tokenFile != "" {
+		cfg.Serve.TokenFile = *tokenFile
+	}
+	return serveOptions{Config: cfg, Headless: *headless}, nil
+}
+
+// serveToken is the bearer token: serve.token_file's content, else
+// $SWETUI_SERVE_TOKEN, else none.
+func serveToken(c config.Serve) (string, error) {
+	if c.TokenFile == "" {
+		return strings.TrimSpace(os.Getenv(tokenEnv)), nil
+	}
+	b, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("serve: token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", UsageErrorf("serve.token_file %s is empty", c.TokenFile)
+	}
+	return token, nil
+}
+
+// serveRun implements `swetui serve`: the reward engine over HTTP, with
+// the console's panes on a terminal or a line per request.
+func serveRun(ctx context.Context, env Env, o serveOptions) error {
+	cfg := o.Config
+	token, err := serveToken(cfg.Serve)
+	if err != nil {
+		return err
+	}
+	addr := cfg.Serve.Addr
+	if o.listener != nil {
+		addr = o.listener.Addr().String()
+	}
+	// Refused before anything is loaded or listened on.
+	if token == "" && !serve.IsLoopback(addr) {
+		return UsageErrorf("--addr %s: %v", addr, serve.ErrNeedToken)
+	}
+	ws, err := serveWorkspace(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	// The run's containers carry its id; a nonce keeps two servers started
+	// in the same second apart.
+	runID := cfg.Run.Name
+	if runID == "" {
+		runID = time.Now().Format("serve-20060102-150405-") + sandbox.NewNonce()[:6]
+	}
+
+	// The console gets the pool's logs and state and the server's steps on
+	// one bus; headless, the pool's and the server's messages are printed.
+	tui := env.IsTerminal && !o.Headless
+	var events event.Publisher = &messagePrinter{w: env.Stdout, start: time.Now()}
+	var bus *event.Bus
+	var sub *event.Sub
+	if tui {
+		bus = event.NewBus()
+		defer bus.Close()
+		sub = bus.Subscribe(train.EventBuffer)
+		events = bus
+	}
+	scorer, pool, dockerErr := ws.rewards(ctx, runID, events) // reaps what dead runs left on the hosts
+	defer scorer.Close()
+	defer closePool(ctx, pool) // after the server has stopped: removes this run's containers
+
+	opts := serve.FromConfig(cfg.Serve, cfg.Sandbox.Workers)
+	opts.Scorer, opts.Tasks, opts.Token, opts.Events, opts.Hosts = scorer, ws.tasks, token, events, hostsOf(cfg)
+	opts.RequestLines = !tui
+	if cfg.Serve.InlineInstances {
+		opts.Decode = func(b []byte) (task.Instance, error) { return task.DecodeInstance(b, cfg) }
+	}
+	docker := "docker up"
+	if dockerErr != nil {
+		opts.DockerErr = dockerErr
+		docker = fmt.Sprintf("docker unavailable (%v): syntax and apply-only only", dockerErr)
+	} else {
+		opts.Pool = pool
+		if n := pool.Reaped(); n > 0 {
+			docker += fmt.Sprintf(", reaped %d containers left by earlier runs", n)
+		}
+	}
+	srv, err := serve.New(addr, opts)
+	if err != nil {
+		return UsageErrorf("%v", err)
+	}
+	l := o.listener
+	if l == nil {
+		if l, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	auth := "no token (loopback only)"
+	if token != "" {
+		auth = "bearer token required"
+	}
+	fmt.Fprintf(env.Stdout, "swetui serve: listening on http://%s (run %s, %d tasks of %s, %s, %s)\n",
+		l.Addr(), runID, len(ws.tasks), cfg.Data.Source, auth, docker)
+
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	if tui {
+		uiErr := ui.Run(ctx, srv, sub.Events(), ui.Options{UI: cfg.UI, Drops: sub.Dropped, Input: env.Stdin, Output: env.Stdout})
+		srv.Stop()
+		sub.Close()
+		err = <-done
+		if uiErr != nil && !errors.Is(uiErr, context.Canceled) {
+			err = errors.Join(err, fmt.Errorf("console: %w", uiErr))
+		}
+	} else {
+		err = <-done
+	}
+	closePool(ctx, pool) // now, so that the line below is true
+	fmt.Fprintf(env.Stdout, "swetui serve: stopped; the containers of run %s are removed\n", runID)
+	return err
+}
+
+// serveWorkspace loads the tasks the server offers: every split of
+// data.source (data.include and data.exclude still apply), with their
+// repositories on the host for the apply checks (the embedded suite's, or
+// reward.repos_dir's clones).
+func serveWorkspace(ctx context.Context, cfg config.Config) (*workspace, error) {
+	cfg.Data.Split, cfg.Data.TrainLimit = task.SplitAll, 0
+	insts, err := task.Load(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("serve: dataset %s: %w", cfg.Data.Source, err)
+	}
+	ws := &workspace{cfg: cfg, repos: map[string]string{}}
+	for i := range insts {
+		ws.tasks = append(ws.tasks, &insts[i])
+	}
+	if cfg.Data.Source != task.MiniSource {
+		ws.findRepos(ws.tasks)
+		return ws, nil
+	}
+	if ws.repos, err = task.MaterializeMini(ctx, task.DefaultCacheDir(), cfg); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return ws, nil
+}

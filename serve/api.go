@@ -1,0 +1,432 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/task"
+)
+
+// ScoreRequest is the body of POST /v1/score: patches for one task, named
+// by instance_id (of the loaded dataset) or given whole (instance, a
+// dataset record), scored in a phase (default docker).
+type ScoreRequest struct {
+	InstanceID string          `json:"instance_id,omitempty"`
+	Instance   json.RawMessage `json:"instance,omitempty"`
+	Patches    []string        `json:"patches,omitempty"`
+	Patch      *string         `json:"patch,omitempty"` // one patch: the same as patches [patch]
+	Phase      string          `json:"phase,omitempty"`
+	Mode       string          `json:"mode,omitempty"` // the older name of phase
+	// NoCache scores the patches again even if their verdicts are cached.
+	NoCache bool `json:"no_cache,omitempty"`
+}
+
+// ScoreResponse answers a ScoreRequest: one verdict per patch, in order,
+// in the JSON of rollouts.jsonl's verdicts.
+type ScoreResponse struct {
+	InstanceID string          `json:"instance_id"`
+	Phase      string          `json:"phase"`
+	Verdicts   []event.Verdict `json:"verdicts"`
+	Cached     []bool          `json:"cached"`   // which verdicts came from the cache
+	QueuedS    float64         `json:"queued_s"` // time waited for a slot
+	ElapsedS   float64         `json:"elapsed_s"`
+}
+
+// errorResponse is every answer that is not a 200.
+type errorResponse struct {
+	Error string `json:"error"`
+	// RetryAfterS is Retry-After to the millisecond, for 429 and 503.
+	RetryAfterS float64 `json:"retry_after_s,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // diffs and issue texts hold < > &
+	if err := enc.Encode(v); err != nil {
+		code = http.StatusInternalServerError
+		buf.Reset()
+		fmt.Fprintf(&buf, "{\"error\": %q}\n", "encode answer: "+err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorResponse{Error: msg})
+}
+
+// auth requires the bearer token, when there is one.
+func (s *Server) auth(h http.Handler) http.Handler {
+	if s.opts.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="swetui"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// requestError is a request the server will not score, with its status.
+type requestError struct {
+	code int
+	msg  string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &requestError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// parsed is a score request made ready to score.
+type parsed struct {
+	inst    *task.Instance
+	hash    string
+	phase   string
+	patches []string
+	noCache bool
+}
+
+// parse reads and checks a score request's body.
+func (s *Server) parse(w http.ResponseWriter, r *http.Request) (parsed, error) {
+	var req ScoreRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		if mb := new(http.MaxBytesError); errors.As(err, &mb) {
+			return parsed{}, &requestError{http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("request body over %d bytes (serve.max_body_kb)", mb.Limit)}
+		}
+		return parsed{}, badRequest("request body: %v", err)
+	}
+	p := parsed{phase: req.Phase, patches: req.Patches, noCache: req.NoCache}
+	switch {
+	case p.phase == "" && req.Mode == "":
+		p.phase = config.PhaseDocker
+	case p.phase == "":
+		p.phase = req.Mode
+	case req.Mode != "" && req.Mode != p.phase:
+		return parsed{}, badRequest("phase %q and mode %q disagree (mode is phase's older name)", p.phase, req.Mode)
+	}
+	if err := config.CheckPhase(p.phase); err != nil {
+		return parsed{}, badRequest("%v", err)
+	}
+	if req.Patch != nil {
+		p.patches = append(p.patches, *req.Patch)
+	}
+	switch n := len(p.patches); {
+	case n == 0:
+		return parsed{}, badRequest("no patches (\"patches\": [diff, ...] or \"patch\": diff)")
+	case n > s.opts.MaxPatches:
+		return parsed{}, badRequest("%d patches: at most %d in one request (serve.max_patches)", n, s.opts.MaxPatches)
+	}
+	switch {
+	case req.InstanceID != "" && len(req.Instance) > 0:
+		return parsed{}, badRequest("both instance_id and instance: name a dataset instance or give one whole, not both")
+	case req.InstanceID != "":
+		k, ok := s.byID[req.InstanceID]
+		if !ok {
+			return parsed{}, &requestError{http.StatusNotFound, fmt.Sprintf("instance %s is not in the dataset (GET /v1/tasks lists them)", req.InstanceID)}
+		}
+		p.inst, p.hash = k.inst, k.hash
+	case len(req.Instance) > 0:
+		if s.opts.Decode == nil {
+			return parsed{}, badRequest("this server takes only instances of its dataset (serve.inline_instances = false): send instance_id")
+		}
+		in, err := s.opts.Decode(req.Instance)
+		if err != nil {
+			return parsed{}, badRequest("instance: %v", err)
+		}
+		if p.hash, err = instanceHash(&in); err != nil {
+			return parsed{}, badRequest("%v", err)
+		}
+		p.inst = &in
+	default:
+		return parsed{}, badRequest("no task: send instance_id (GET /v1/tasks lists them) or instance (a whole SWE-bench record)")
+	}
+	if p.phase == config.PhaseDocker && s.opts.DockerErr != nil {
+		return parsed{}, &requestError{http.StatusServiceUnavailable, fmt.Sprintf("phase docker unavailable: %v", s.opts.DockerErr)}
+	}
+	return p, nil
+}
+
+func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "POST a score request")
+		return
+	}
+	p, err := s.parse(w, r)
+	if err != nil {
+		var re *requestError
+		if !errors.As(err, &re) {
+			re = &requestError{http.StatusInternalServerError, err.Error()}
+		}
+		writeError(w, re.code, re.msg)
+		s.message(event.Warn, fmt.Sprintf("POST /v1/score %d: %s", re.code, re.msg))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+	defer cancel()
+
+	resp := ScoreResponse{InstanceID: p.inst.InstanceID, Phase: p.phase,
+		Verdicts: make([]event.Verdict, len(p.patches)), Cached: make([]bool, len(p.patches))}
+	keys := make([]string, len(p.patches))
+	var todo []int
+	for i, patch := range p.patches {
+		keys[i] = cacheKey(p.hash, p.phase, patch)
+		if !p.noCache {
+			if v, ok := s.cache.get(keys[i]); ok {
+				resp.Verdicts[i], resp.Cached[i] = v, true
+				s.m.cacheHits.WithLabelValues(p.phase).Inc()
+				continue
+			}
+		}
+		todo = append(todo, i)
+	}
+	what := fmt.Sprintf("%s %s: %d patches", p.inst.InstanceID, p.phase, len(p.patches))
+	if len(p.patches) == 1 {
+		what = fmt.Sprintf("%s %s: 1 patch", p.inst.InstanceID, p.phase)
+	}
+	var queued time.Duration
+	step := 0
+	if len(todo) > 0 {
+		release, err := s.queue.acquire(ctx)
+		queued = time.Since(start)
+		if err != nil {
+			s.refuse(ctx, w, r, what, err)
+			return
+		}
+		s.m.waitSeconds.Observe(queued.Seconds())
+		step = int(s.seq.Add(1))
+		s.publish(event.StepStarted{Step: step, Phase: p.phase, Time: time.Now()})
+		diffs := make([]string, len(todo))
+		for j, i := range todo {
+			diffs[j] = p.patches[i]
+		}
+		vs, err := s.opts.Scorer.ScoreDiffs(ctx, p.inst, diffs, p.phase)
+		release()
+		if err != nil {
+			s.refuse(ctx, w, r, what, err)
+			s.publish(event.StepFinished{Step: step, Phase: p.phase, Metrics: event.Metrics{InfraFailures: len(todo)}, Duration: time.Since(start)})
+			return
+		}
+		for j, i := range todo {
+			v := vs[j]
+			resp.Verdicts[i] = v
+			s.m.observe(v)
+			if !v.Infra { // an infrastructure failure is worth trying again
+				s.cache.put(keys[i], v)
+			}
+		}
+	} else {
+		step = int(s.seq.Add(1))
+		s.publish(event.StepStarted{Step: step, Phase: p.phase, Time: time.Now()})
+	}
+	elapsed := time.Since(start)
+	resp.QueuedS, resp.ElapsedS = queued.Seconds(), elapsed.Seconds()
+	writeJSON(w, http.StatusOK, resp)
+	s.m.reqSeconds.WithLabelValues(p.phase).Observe(elapsed.Seconds())
+
+	t := tallyOf(resp.Verdicts)
+	for i, v := range resp.Verdicts {
+		s.publish(event.CompletionScored{Step: step, Index: i, Completion: p.patches[i], Verdict: v, IssueText: p.inst.ProblemStatement})
+	}
+	s.publish(event.StepFinished{Step: step, Phase: p.phase, Metrics: t.metrics(queued, elapsed), Duration: elapsed})
+	if s.opts.RequestLines {
+		if cached := len(p.patches) - len(todo); cached > 0 {
+			what += fmt.Sprintf(" (%d cached)", cached)
+		}
+		s.message(event.Info, fmt.Sprintf("POST /v1/score 200 #%d %s: %s, waited %.1fs, %.2fs", step, what, t, queued.Seconds(), elapsed.Seconds()))
+	}
+}
+
+// refuse answers a request that was not scored: the queue was full, the
+// server is stopping, the request timed out, or its client left.
+func (s *Server) refuse(ctx context.Context, w http.ResponseWriter, r *http.Request, what string, err error) {
+	code, msg := http.StatusInternalServerError, err.Error()
+	retry := false
+	switch {
+	case errors.Is(err, errQueueFull):
+		s.m.rejected.WithLabelValues("queue_full").Inc()
+		running, waiting := s.queue.depth()
+		code, msg, retry = http.StatusTooManyRequests, fmt.Sprintf("queue full: %d being scored, %d waiting (serve.queue)", running, waiting), true
+	case errors.Is(err, errStopping):
+		s.m.rejected.WithLabelValues("stopping").Inc()
+		code, msg, retry = http.StatusServiceUnavailable, "server stopping", true
+	case s.base.Err() != nil:
+		code, msg, retry = http.StatusServiceUnavailable, "server stopping: the evaluation was cancelled", true
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil:
+		code, msg = http.StatusGatewayTimeout, fmt.Sprintf("request took over %s (serve.request_timeout_s); its evaluations were cancelled", s.opts.RequestTimeout)
+	case r.Context().Err() != nil:
+		s.message(event.Warn, fmt.Sprintf("POST /v1/score %s: the client left; its evaluations were cancelled", what))
+		return
+	}
+	if retry {
+		secs, exact := s.queue.retryAfter()
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeJSON(w, code, errorResponse{Error: msg, RetryAfterS: math.Round(exact.Seconds()*1000) / 1000})
+		s.message(event.Warn, fmt.Sprintf("POST /v1/score %d %s: %s, retry after %ds", code, what, msg, secs))
+		return
+	}
+	writeError(w, code, msg)
+	s.message(event.Warn, fmt.Sprintf("POST /v1/score %d %s: %s", code, what, msg))
+}
+
+// tally is a request's verdicts in numbers.
+type tally struct {
+	n, valid, applied, resolved, infra, hacked int
+	sum, max                                   float64
+}
+
+func tallyOf(vs []event.Verdict) tally {
+	var t tally
+	for _, v := range vs {
+		t.n++
+		if v.Infra {
+			t.infra++
+			continue
+		}
+		t.valid += b2i(v.SyntaxOK)
+		t.applied += b2i(v.Applied)
+		t.resolved += b2i(v.Resolved)
+		t.hacked += b2i(len(v.Hacks) > 0)
+		t.sum += v.Reward
+		t.max = math.Max(t.max, v.Reward)
+	}
+	return t
+}
+
+func (t tally) String() string {
+	mean := "-"
+	if scored := t.n - t.infra; scored > 0 {
+		mean = fmt.Sprintf("%.3f", t.sum/float64(scored))
+	}
+	return fmt.Sprintf("valid %d applied %d resolved %d hacks %d infra %d, reward mean %s max %.2f",
+		t.valid, t.applied, t.resolved, t.hacked, t.infra, mean, t.max)
+}
+
+// metrics are a request's numbers as the console charts a step's.
+func (t tally) metrics(queued, elapsed time.Duration) event.Metrics {
+	m := event.Metrics{InfraFailures: t.infra, RewardMax: t.max, PatchesApplied: t.applied,
+		WaitSeconds: queued.Seconds(), RewardSeconds: (elapsed - queued).Seconds(), StepSeconds: elapsed.Seconds()}
+	if scored := float64(t.n - t.infra); scored > 0 {
+		m.RewardMean = t.sum / scored
+		m.SyntaxRate, m.ApplyRate = float64(t.valid)/scored, float64(t.applied)/scored
+		m.ResolvedRate, m.HackRate = float64(t.resolved)/scored, float64(t.hacked)/scored
+	}
+	return m
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// taskSummary is one instance as GET /v1/tasks lists it: what a trainer
+// needs to prompt for it (full=1 adds every field, the gold patch too).
+type taskSummary struct {
+	InstanceID       string `json:"instance_id"`
+	Repo             string `json:"repo"`
+	BaseCommit       string `json:"base_commit"`
+	Split            string `json:"split"`
+	Image            string `json:"image"`
+	ProblemStatement string `json:"problem_statement"`
+	FailToPass       int    `json:"fail_to_pass"`
+	PassToPass       int    `json:"pass_to_pass"`
+}
+
+func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, "GET the tasks")
+		return
+	}
+	split := r.URL.Query().Get("split")
+	switch split {
+	case "", task.SplitAll, task.SplitTrain, task.SplitTest:
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("split %q: want train, test or all", split))
+		return
+	}
+	full := r.URL.Query().Get("full")
+	var out []any
+	for _, in := range s.opts.Tasks {
+		if split != "" && split != task.SplitAll && in.Split != split {
+			continue
+		}
+		if full == "1" || full == "true" {
+			out = append(out, in)
+			continue
+		}
+		out = append(out, taskSummary{InstanceID: in.InstanceID, Repo: in.Repo, BaseCommit: in.BaseCommit, Split: in.Split,
+			Image: in.ImageName(), ProblemStatement: in.ProblemStatement, FailToPass: len(in.FailToPass), PassToPass: len(in.PassToPass)})
+	}
+	if out == nil {
+		out = []any{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "tasks": out})
+}
+
+// health is GET /healthz's answer.
+type health struct {
+	Status  string  `json:"status"` // ok, paused or stopping
+	Docker  string  `json:"docker"` // up, or unavailable: why
+	HostsUp int     `json:"hosts_up"`
+	Hosts   int     `json:"hosts"`
+	Tasks   int     `json:"tasks"`
+	Running int     `json:"running"`
+	Waiting int     `json:"waiting"`
+	Scored  int64   `json:"scored_requests"`
+	UptimeS float64 `json:"uptime_s"`
+}
+
+// handleHealth needs no token: it tells whether the server is up and
+// nothing about the tasks.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	h := health{Status: "ok", Docker: "up", Tasks: len(s.byID), Scored: s.seq.Load(), UptimeS: time.Since(s.started).Seconds()}
+	h.Running, h.Waiting = s.queue.depth()
+	if s.opts.DockerErr != nil {
+		h.Docker = "unavailable: " + s.opts.DockerErr.Error()
+	}
+	if s.opts.Pool != nil {
+		for _, hs := range s.opts.Pool.State().Hosts {
+			h.Hosts++
+			if hs.Up {
+				h.HostsUp++
+			}
+		}
+		if h.HostsUp == 0 {
+			h.Docker = "down: no Docker host answers"
+		}
+	}
+	code := http.StatusOK
+	switch {
+	case s.stopping.Load():
+		h.Status, code = "stopping", http.StatusServiceUnavailable
+	case s.isPaused():
+		h.Status = "paused"
+	}
+	writeJSON(w, code, h)
+}
