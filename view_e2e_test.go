@@ -41,7 +41,15 @@ func TestViewInTmux(t *testing.T) {
 	bin := buildBinary(t)
 	out := filepath.Join(dir, "run")
 	cfgPath := writeSmallConfig(t, dir, "view-"+strconv.Itoa(os.Getpid()), out, 0, true)
-	editFile(t, cfgPath, "max_steps = 0", "max_steps = 12")
+	editFile(t, cfgPath, "max_steps = 0", "max_steps = 6")
+	// With Docker, the docker phase: the evaluations' container logs are kept.
+	docker := exec.Command("docker", "info").Run() == nil
+	if !docker && os.Getenv("CI") == "true" {
+		t.Fatal("no Docker daemon under CI=true")
+	}
+	if docker {
+		editFile(t, cfgPath, "[curriculum]\nauto = false", "[curriculum]\nauto = false\nphase = \"docker\"")
+	}
 	run := exec.Command(bin, "run", "--headless", "--config", cfgPath)
 	runLog, err := os.Create(filepath.Join(dir, "run.log"))
 	if err != nil {
@@ -108,6 +116,15 @@ func TestViewInTmux(t *testing.T) {
 		if b, _ := os.ReadFile(patches[0]); !strings.Contains(string(b), "+++ b/") {
 			t.Errorf("exported patch:\n%s", b)
 		}
+	}
+	if docker {
+		// The patch applied, so its tests ran in a container: its log is kept.
+		s.keys("L")
+		sc = s.waitFor("the container log", 20*time.Second, func(sc string) bool { return strings.Contains(sc, "-- the evaluation's container log") })
+		if !strings.Contains(sc, "from logs/step-") || !strings.Contains(sc, "SWETUI-START") {
+			t.Errorf("no kept container log:\n%s", sc)
+		}
+		s.keys("L")
 	}
 	s.keys("c")
 	s.waitFor("the raw completion", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "-- completion (c: the patch)") })

@@ -118,6 +118,9 @@ type CompletionScored struct {
 	// TokenLogprobs are the completion's token ids and the sampler's
 	// logprob of each, packed (PackTokens), for `swetui view`'s colouring.
 	TokenLogprobs string `json:"token_logprobs,omitempty"`
+	// LogFile is the evaluation's container log kept under the run's
+	// folder (gzipped; history.ReadEvalLog), "" when none ran.
+	LogFile string `json:"log_file,omitempty"`
 	// IssueText is the task's problem statement, shown by the console's
 	// issue view (`i`). The same string value for every completion of a
 	// group shares its memory; may be empty.

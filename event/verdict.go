@@ -52,6 +52,11 @@ type Verdict struct {
 	ExitStatus  *int         `json:"exit_status,omitempty"` // the test runner's
 	TestsError  string       `json:"tests_error,omitempty"` // why tests gave no verdict (timeout, incomplete output)
 
+	// Log is the container evaluation's whole captured log, for the trainer
+	// to keep beside the run (not in rollouts.jsonl: see CompletionScored's
+	// LogFile); "" when no container ran.
+	Log string `json:"-"`
+
 	// Infra failures are not the model's: masked out of the advantage.
 	Infra      bool   `json:"infra_failure"`
 	InfraCause string `json:"infra_cause,omitempty"`

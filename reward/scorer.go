@@ -243,6 +243,7 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *event.Verdi
 	start := time.Now()
 	out := s.Evaluator.Evaluate(ctx, EvalRequest{Instance: inst, Diff: r.Patch, ApplyOnly: phase == config.PhaseApplyOnly})
 	r.Durations.Eval = time.Since(start)
+	r.Log = out.Log
 	if out.Infra != nil {
 		r.Infra, r.InfraCause = true, out.Infra.Error()
 		return

@@ -82,11 +82,27 @@ func (t *Trainer) recordCompletions(step int, groups []*group) error {
 				Verdict: gr.verdicts[i], Advantage: gr.adv[i], Tokens: len(gr.samples[i].Tokens),
 				Truncated: gr.samples[i].Truncated, Version: gr.version, IssueText: gr.inst.ProblemStatement,
 				TokenLogprobs: event.PackTokens(gr.samples[i].Tokens, gr.samples[i].Logprobs)}
+			if log := ev.Verdict.Log; log != "" {
+				// Kept on disk; the console and rollouts.jsonl carry its path.
+				ev.Verdict.Log = ""
+				if rel, err := writeEvalLog(t.cfg.Run.OutDir, step, gi, i, log); err != nil {
+					t.logErr = err
+				} else {
+					ev.LogFile = rel
+				}
+			}
 			t.publish(ev)
 			if err := t.sinks.Rollout(ev); err != nil {
 				return err
 			}
 		}
+	}
+	if t.logErr != nil {
+		t.warn(event.Warn, "keeping the evaluations' logs: "+t.logErr.Error())
+		t.logErr = nil
+	}
+	if err := pruneEvalLogs(t.cfg.Run.OutDir, evalLogSteps, -1); err != nil {
+		t.warn(event.Warn, err.Error())
 	}
 	return nil
 }

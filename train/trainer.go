@@ -46,6 +46,7 @@ type Trainer struct {
 	ctrl chan func()
 
 	// Loop state, owned by the Run goroutine.
+	logErr   error // the last failure to keep an evaluation's log, warned once a step
 	st       State
 	src      source
 	model    sync.Mutex // serialises updates with live-weight sampling and checkpoint saves (async samples a snapshot)
@@ -134,6 +135,12 @@ func (t *Trainer) run(ctx context.Context) (reason string, err error) {
 		cut = &Cut{GRPOStep: t.st.Step, SFTStep: math.MaxInt}
 	case t.d.Warmup != nil && t.d.Warmup.Done() > 0:
 		cut = &Cut{SFTStep: t.d.Warmup.Done()}
+	}
+	if cut != nil {
+		// A resumed run writes the logs of the steps after its checkpoint again.
+		if err := pruneEvalLogs(t.cfg.Run.OutDir, evalLogSteps, cut.GRPOStep); err != nil {
+			return "", err
+		}
 	}
 	if t.sinks, err = OpenSinks(t.cfg.Run.OutDir, cut); err != nil {
 		return "", err

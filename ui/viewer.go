@@ -303,6 +303,8 @@ func (v *Viewer) completionKey(k string) tea.Cmd {
 		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modeRaw}[v.curMode == modeRaw], 0
 	case "t":
 		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modeTokens}[v.curMode == modeTokens], 0
+	case "L":
+		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modeLog}[v.curMode == modeLog], 0
 	case "n":
 		v.cursor = min(v.cursor+1, len(v.rows)-1)
 		v.open()
@@ -519,9 +521,12 @@ func (v *Viewer) completionLines() []string {
 		out = append(out, cut(l, v.w))
 	}
 	out = append(out, styleTitle.Render(map[diffMode]string{modeDiff: "-- patch (c: the completion, t: its tokens) --",
-		modeRaw: "-- completion (c: the patch) --", modeTokens: "-- tokens by the sampler's probability (t: the patch) --"}[v.curMode]))
+		modeRaw: "-- completion (c: the patch) --", modeTokens: "-- tokens by the sampler's probability (t: the patch) --",
+		modeLog: "-- the evaluation's container log (L: the patch) --"}[v.curMode]))
 	var body []string
-	if v.curMode == modeTokens {
+	if v.curMode == modeLog {
+		body = v.logLines(c)
+	} else if v.curMode == modeTokens {
 		body = v.tokenLines(c)
 	} else if v.curMode == modeRaw {
 		body = wrap(c.Completion, v.w)
@@ -540,11 +545,27 @@ func (v *Viewer) completionLines() []string {
 	for len(out) < v.h-2 {
 		out = append(out, "")
 	}
-	return append(out, v.footer("j k scroll  c patch/completion  t tokens by probability  n p next/previous  e export patch  esc back  q quit")...)
+	return append(out, v.footer("j k scroll  c patch/completion  t tokens by probability  L container log  n p next/previous  e export patch  esc back  q quit")...)
 }
 
-// modeTokens shows the completion's tokens coloured by logprob.
-const modeTokens diffMode = 100
+// The completion screen's own modes: its tokens coloured by logprob, its
+// evaluation's container log.
+const (
+	modeTokens diffMode = 100 + iota
+	modeLog
+)
+
+// logLines is the kept container log of c's evaluation.
+func (v *Viewer) logLines(c *event.CompletionScored) []string {
+	if c.LogFile == "" {
+		return []string{"(no container log: none ran for this completion (the syntax phase, or a patch the host found not to apply), or the run predates kept logs)"}
+	}
+	log, err := history.ReadEvalLog(v.dir, c.LogFile)
+	if err != nil {
+		return []string{"(" + clean(err.Error()) + ": pruned, or the run's logs/ folder was removed)"}
+	}
+	return append([]string{"from " + clean(c.LogFile)}, wrap(log, v.w)...)
+}
 
 // Token colours by the sampler's probability p: none above 0.9, then
 // yellow, orange and red below 0.1. A legend and the least likely tokens
