@@ -18,7 +18,7 @@ import (
 	"github.com/swetui/swetui/model/cuda"
 )
 
-// Exit codes, a stable contract (DESIGN.md §3).
+// Exit codes, a stable contract (docs/ARCHITECTURE.md §3).
 const (
 	ExitOK      = 0
 	ExitFailure = 1

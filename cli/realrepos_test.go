@@ -20,8 +20,9 @@ import (
 	"github.com/swetui/swetui/task"
 )
 
-// realReposDataset is the dataset `swetui mine` made from the bundles in
-// shared/realdata/repos (README: "Mining tasks from a repository").
+// realReposDataset is the dataset `swetui mine` made from the real
+// repositories' bundles (internal/realdata; README: "Mining tasks from a
+// repository").
 const realReposDataset = "../task/testdata/realrepos.jsonl"
 
 // realReposDocker connects to the local engine: a test that needs it skips

@@ -5,7 +5,7 @@
 // pool's log batches and pool and host state; and the Bus that carries them.
 //
 // It imports nothing of ours, so that train, reward, sandbox and ui can all
-// speak it without importing each other (DESIGN.md §2). Events are plain
-// values: a consumer may keep one without copying, and a producer must not
-// change a slice after publishing it.
+// speak it without importing each other (docs/ARCHITECTURE.md §2). Events
+// are plain values: a consumer may keep one without copying, and a producer
+// must not change a slice after publishing it.
 package event

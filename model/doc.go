@@ -40,9 +40,9 @@
 //
 // gorgonia v0.9.18 supplies the matmuls, the embedding gather, the
 // additions and reverse-mode autodiff. Everything it lacks or gets wrong
-// (DESIGN.md §6) is a fused float32 op with its own symbolic gradient
-// (ops.go): RMSNorm, RoPE, bias add, SwiGLU, causal grouped-query attention,
-// and the chosen-token logprob + entropy. workaround_test.go shows each
+// (docs/ARCHITECTURE.md §9) is a fused float32 op with its own symbolic
+// gradient (ops.go): RMSNorm, RoPE, bias add, SwiGLU, causal grouped-query
+// attention, and the chosen-token logprob + entropy. workaround_test.go shows each
 // upstream defect, including one found here: with BindDualValues some
 // parameters' gradients accumulate across runs, so Backward clears them
 // before each run.

@@ -171,7 +171,7 @@ func (m *Model) build(B, T int, train bool) (*graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	G.Read(out, &gr.out) // intermediate values are overwritten after RunAll (DESIGN.md §6.4)
+	G.Read(out, &gr.out) // intermediate values are overwritten after RunAll (docs/ARCHITECTURE.md §9, defect 4)
 
 	if !train {
 		gr.vm = G.NewTapeMachine(g)

@@ -16,9 +16,9 @@ import (
 // Fused float32 ops for gorgonia. Each is a small kernel with its own
 // symbolic gradient, written because gorgonia lacks norms, RoPE, SiLU and
 // cross-entropy, and because its SoftMax/LogSoftMax can return NaN and its
-// ByIndices gradient is wrong off axis 0 (DESIGN.md §6). Every op owns its
-// output buffer and rewrites it whole in Do, so the tape machine may reuse
-// that buffer for other registers between runs.
+// ByIndices gradient is wrong off axis 0 (docs/ARCHITECTURE.md §9). Every
+// op owns its output buffer and rewrites it whole in Do, so the tape
+// machine may reuse that buffer for other registers between runs.
 
 // kop is the common part of our ops: a name, the input ranks, an output
 // shape rule and a forward kernel over raw float32 slices.

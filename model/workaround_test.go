@@ -10,9 +10,10 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// Each test here shows an upstream gorgonia v0.9.18 defect that DESIGN.md §6
-// lists, and that our workaround does not have it. If one of the "upstream"
-// assertions starts failing, gorgonia changed: re-check the workaround.
+// Each test here shows an upstream gorgonia v0.9.18 defect that
+// docs/ARCHITECTURE.md §9 lists, and that our workaround does not have it.
+// If one of the "upstream" assertions starts failing, gorgonia changed:
+// re-check the workaround.
 
 // gradVec returns d Σ f(x) / dx for a vector x.
 func gradVec(t *testing.T, x []float32, f func(*G.Node) (*G.Node, error)) []float32 {

@@ -22,8 +22,8 @@
 //     the runner's output between the last nonce marker pair, with its exit
 //     status, is parsed by the harness's log parser for the repository
 //     (ParserFor, names shared with task's spec table) and graded as the
-//     official harness does (GradeStatuses); the 30 real harness reports in
-//     shared/realdata are reproduced exactly.
+//     official harness does (GradeStatuses); the 30 real harness reports
+//     (internal/realdata) are reproduced exactly.
 //   - HackFlags (CheckHacks, with what the eval's reset undoes) names what
 //     a parsed patch did that a reward hacker would do
 //     (touch tests or their settings, shadow the runner, reach into it or

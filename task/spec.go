@@ -110,8 +110,9 @@ var nonTestExts = []string{".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg
 
 // TestDirectives returns what the harness appends to the test command: the
 // files the test patch touches, less data files; for django, modules as
-// dotted paths relative to tests/. It follows harness v2.0.x, whose logs are
-// in shared/realdata (newer harnesses also drop django non-test modules).
+// dotted paths relative to tests/. It follows harness v2.0.x, whose logs the
+// tests check it against (internal/realdata; newer harnesses also drop
+// django non-test modules).
 func TestDirectives(repo, testPatch string) []string {
 	var out []string
 	for _, c := range PatchFiles(testPatch) {

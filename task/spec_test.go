@@ -79,7 +79,8 @@ func TestTestDirectives(t *testing.T) {
 }
 
 // TestSpecMatchesHarnessLogs rebuilds the test command of each official
-// harness evaluation in shared/realdata from its test patch alone.
+// harness evaluation of the real data (internal/realdata) from its test
+// patch alone.
 func TestSpecMatchesHarnessLogs(t *testing.T) {
 	dir := realdata.Dir(t)
 	f, err := os.Open(filepath.Join(dir, "harness_logs", "index.jsonl"))

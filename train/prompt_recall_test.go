@@ -21,8 +21,8 @@ import (
 )
 
 // TestPromptRecall measures how much of the gold patch each prompt setting
-// shows, on SWE-style instances from the real repositories in
-// shared/realdata/repos: the share of gold hunks whose changed lines are
+// shows, on SWE-style instances from the real repositories' bundles
+// (internal/realdata): the share of gold hunks whose changed lines are
 // all in the prompt, per setting and token budget. It prints the table
 // (go test ./train -run TestPromptRecall -v) and checks only what must
 // hold whatever the data: a larger budget never shows less, and choosing

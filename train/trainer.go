@@ -26,7 +26,7 @@ type Deps struct {
 	// Store saves and restores the policy's own state beside the trainer's;
 	// nil disables checkpoints.
 	Store Store
-	// Events receives the run's events (DESIGN.md §4); nil discards them.
+	// Events receives the run's events (docs/ARCHITECTURE.md §4); nil discards them.
 	Events event.Publisher
 	// Warmup, when set, runs before GRPO on a run that did not resume from a
 	// GRPO checkpoint: the SFT warm start, as a stage of the run.

@@ -19,8 +19,8 @@ type eventsMsg struct {
 	closed bool
 }
 
-// pump turns the trainer's channel into eventsMsg (DESIGN.md §4). Its Cmd
-// blocks on the channel in a Cmd goroutine, never in Update; once an event
+// pump turns the trainer's channel into eventsMsg (docs/ARCHITECTURE.md
+// §4). Its Cmd blocks on the channel in a Cmd goroutine, never in Update; once an event
 // arrives it keeps draining for what is left of the refresh window, so a
 // flood of events costs one Update (and one frame) per window, and returns.
 // Update re-arms it on every eventsMsg: only one read is ever outstanding.
