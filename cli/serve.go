@@ -88,6 +88,15 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 	if token == "" && !serve.IsLoopback(addr) {
 		return UsageErrorf("--addr %s: %v", addr, serve.ErrNeedToken)
 	}
+	// Listening first: a port in use fails before the dataset and the pool
+	// are loaded (connections wait in the backlog until Serve).
+	l := o.listener
+	if l == nil {
+		if l, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	defer l.Close()
 	ws, err := serveWorkspace(ctx, cfg)
 	if err != nil {
 		return err
@@ -134,12 +143,6 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 	srv, err := serve.New(addr, opts)
 	if err != nil {
 		return UsageErrorf("%v", err)
-	}
-	l := o.listener
-	if l == nil {
-		if l, err = net.Listen("tcp", addr); err != nil {
-			return fmt.Errorf("serve: %w", err)
-		}
 	}
 	auth := "no token (loopback only)"
 	if token != "" {

@@ -148,6 +148,33 @@ func runContainers(t *testing.T, d *client.Client, runID string) []container.Sum
 	return list
 }
 
+// TestServeRefusals: what `swetui serve` refuses before it loads anything
+// or listens.
+func TestServeRefusals(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(tokenEnv, "")
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--addr", "0.0.0.0:8765"}, "bearer token is required"},
+		{[]string{"--addr", ":8765"}, "bearer token is required"},
+		{[]string{"serve.addr=10.1.2.3:80"}, "bearer token is required"},
+		{[]string{"--addr", "8765"}, "want host:port"},
+		{[]string{"serve.addr=nowhere"}, "serve.addr"},
+		{[]string{"--token-file", empty}, "is empty"},
+		{[]string{"serve.queue=-1"}, "serve.queue"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"serve", "--headless"}, tt.args...)...)
+		if code != ExitUsage || !strings.Contains(stderr, tt.says) {
+			t.Errorf("serve %v: exit %d, stderr %q; want %d saying %q", tt.args, code, stderr, ExitUsage, tt.says)
+		}
+	}
+}
+
 // TestServeGoldThroughPythonClient: the Python client sends 64 requests
 // at once to a server with a queue of 16, a patch each: the gold patches
 // of the embedded suite (data.mini_tasks = 32) and as many empty ones.

@@ -142,15 +142,14 @@ func (a *admission) depth() (running, waiting int) {
 func (a *admission) retryAfter() (header int, exact time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	svc := time.Second // nothing measured yet
+	exact = time.Second // nothing measured yet: the header's least
 	if n := min(a.heldN, len(a.held)); n > 0 {
 		var sum time.Duration
 		for _, d := range a.held[:n] {
 			sum += d
 		}
-		svc = sum / time.Duration(n)
+		exact = sum / time.Duration(n) * time.Duration(len(a.waiters)/2+1) / time.Duration(a.limit)
 	}
-	exact = svc * time.Duration(len(a.waiters)/2+1) / time.Duration(a.limit)
 	exact = min(max(exact, 100*time.Millisecond), time.Minute)
 	return int(min(max(math.Ceil(exact.Seconds()), 1), 60)), exact
 }

@@ -118,8 +118,8 @@ class Client:
         return self.request("POST", "/v1/score", body)["verdicts"]
 
     def rewards(self, patches, instance_id=None, instance=None, phase="docker"):
-        """The rewards of score(), None where the evaluation failed for infrastructure reasons
-        (TRL reads None as NaN and leaves it out of the group's statistics)."""
+        """The rewards of score(), None where the evaluation failed for infrastructure reasons (not
+        the patch's fault: mask it if the trainer can; TRL takes None as "no reward from this function")."""
         verdicts = self.score(patches, instance_id=instance_id, instance=instance, phase=phase)
         return [None if v.get("infra_failure") else v["reward"] for v in verdicts]
 
