@@ -97,6 +97,7 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 		}
 	}
 	defer l.Close()
+	addr = l.Addr().String() // port 0 resolved: the console's title, the listening line
 	ws, err := serveWorkspace(ctx, cfg)
 	if err != nil {
 		return err
