@@ -136,7 +136,9 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	}
 
 	if env.IsTerminal && !o.Headless {
-		uiErr := ui.Run(ctx, tr, sub.Events(), ui.Options{UI: cfg.UI, Drops: sub.Dropped, Input: env.Stdin, Output: env.Stdout})
+		tok := ws.tok // names the tokens of the history's completions (v)
+		uiErr := ui.Run(ctx, tr, sub.Events(), ui.Options{UI: cfg.UI, Drops: sub.Dropped, Input: env.Stdin, Output: env.Stdout,
+			Decode: func(id int) string { return tok.Decode([]int{id}) }})
 		tr.Stop()
 		sub.Close() // nobody watches any more: the bus drops for no one
 		err = <-done

@@ -18,7 +18,7 @@ type helpSection struct {
 func (m *Model) helpSections(all bool) []helpSection {
 	secs := []helpSection{
 		{"Run", []key.Binding{keys.Pause, keys.Syntax, keys.Apply, keys.Docker, keys.Auto, keys.Save, keys.Replay, keys.Quit}},
-		{"Screen", []key.Binding{keys.Next, keys.Prev, keys.Zoom, keys.Back, keys.Raw, keys.Issue, keys.Help}},
+		{"Screen", []key.Binding{keys.Next, keys.Prev, keys.Zoom, keys.Back, keys.Raw, keys.Issue, keys.History, keys.Help}},
 	}
 	for i, p := range m.panes {
 		switch {

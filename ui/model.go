@@ -38,6 +38,9 @@ type Model struct {
 	confirm       bool // asking whether to quit while a step is in flight
 	stopCalled    bool
 	quitting      bool
+	// history is `swetui view` over this run's folder, opened with v: the
+	// trainer's events keep arriving underneath; q or esc returns.
+	history *Viewer
 }
 
 // tickMsg redraws the clocks (elapsed, ETA, worker times) once a second.
@@ -59,10 +62,59 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tick()
 	case tea.WindowSizeMsg:
 		m.resize(msg.Width, msg.Height)
+		if m.history != nil {
+			m.history.w, m.history.h = msg.Width, msg.Height
+		}
+	case viewTick:
+		if m.history != nil {
+			_, cmd := m.history.Update(msg)
+			return m, cmd
+		}
 	case tea.KeyMsg:
+		if m.history != nil {
+			return m, m.historyKey(msg)
+		}
 		return m, m.keys(msg)
 	}
 	return m, nil
+}
+
+// openHistory shows the run's whole history (the viewer) over the console.
+func (m *Model) openHistory() tea.Cmd {
+	dir := m.st.info.OutDir
+	if dir == "" {
+		m.st.logf(event.Warn, "history: the run has not said its folder yet")
+		return nil
+	}
+	v, err := NewViewer(ViewOptions{Dir: dir, Decode: m.opts.Decode})
+	if err != nil {
+		m.st.logf(event.Warn, "history: %v", err)
+		return nil
+	}
+	v.w, v.h, v.inConsole = m.width, m.height, true
+	m.history = v
+	return v.Init()
+}
+
+// historyKey routes a key to the viewer; its quit (or esc on its list)
+// returns to the console, and ctrl+c is the console's own.
+func (m *Model) historyKey(msg tea.KeyMsg) tea.Cmd {
+	if msg.String() == "ctrl+c" {
+		m.history = nil
+		return m.keys(msg)
+	}
+	if msg.String() == "esc" && m.history.screen == screenList && !m.history.editing {
+		m.history = nil
+		return nil
+	}
+	if cmd := m.history.key(msg); cmd != nil {
+		if _, quit := cmd().(tea.QuitMsg); quit {
+			m.history = nil
+			return nil
+		}
+		return cmd
+	}
+	return nil
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
@@ -135,6 +187,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return m.quit(msg.String() == "ctrl+c")
 	case key.Matches(msg, keys.Help):
 		m.help = !m.help
+	case key.Matches(msg, keys.History):
+		return m.openHistory()
 	case key.Matches(msg, keys.Back):
 		m.help, m.zoomed = false, false
 	case key.Matches(msg, keys.Pause):
@@ -341,6 +395,9 @@ func (m *Model) layout() {
 func (m *Model) View() string {
 	if m.width <= 0 || m.height <= 0 {
 		return ""
+	}
+	if m.history != nil {
+		return m.history.View()
 	}
 	lines := make([]string, 0, m.height)
 	lines = append(lines, m.hdr.Lines()...)

@@ -27,6 +27,9 @@ type Options struct {
 	// Drops reports what the console's subscription lost because it did not
 	// keep up (event.Sub.Dropped); nil shows nothing.
 	Drops func() event.Drops
+	// Decode names a token id (the run's tokenizer) for the history's
+	// token view; nil shows ids.
+	Decode func(id int) string
 	// Input and Output replace the terminal (tests); nil means stdin/stdout.
 	Input  io.Reader
 	Output io.Writer

@@ -1,6 +1,9 @@
 package ui
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,5 +32,30 @@ func TestGroupSizeText(t *testing.T) {
 		if got := groupSizeText(info, phase); got != want {
 			t.Errorf("%s: %q, want %q", phase, got, want)
 		}
+	}
+}
+
+// TestHistoryFromTheConsole: v opens the run's whole history over the
+// console, the trainer's events keep arriving underneath, and q returns.
+func TestHistoryFromTheConsole(t *testing.T) {
+	dir := t.TempDir()
+	line, _ := json.Marshal(event.CompletionScored{Step: 1, Completion: "x", Verdict: event.Verdict{InstanceID: "acme__a-1", Phase: "syntax"}})
+	if err := os.WriteFile(filepath.Join(dir, "rollouts.jsonl"), append(line, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := newTestModel(&fakeCtrl{}, 120, 40)
+	evs := runEvents(2)
+	info := evs[0].(event.RunInfo)
+	info.OutDir = dir
+	evs[0] = info
+	feed(m, evs...)
+	press(m, "v")
+	if !strings.Contains(m.View(), "swetui view") || !strings.Contains(m.View(), "acme__a-1") {
+		t.Fatalf("v did not open the history:\n%s", m.View())
+	}
+	feed(m, event.StepStarted{Step: 9, Phase: "apply-only"})
+	press(m, "q")
+	if m.history != nil || !strings.Contains(m.View(), "step 9") {
+		t.Fatalf("q did not return to the console, or the events stopped:\n%s", m.View())
 	}
 }

@@ -53,12 +53,13 @@ type Viewer struct {
 	scroll  int
 	metric  int // into met.Names()
 
-	decode  func(int) string
-	editing bool // typing a filter
-	input   string
-	status  string
-	w, h    int
-	follow  time.Duration
+	decode    func(int) string
+	inConsole bool // opened from the live console: q returns to it
+	editing   bool // typing a filter
+	input     string
+	status    string
+	w, h      int
+	follow    time.Duration
 }
 
 type viewScreen int
