@@ -126,6 +126,13 @@ func TestViewInTmux(t *testing.T) {
 		}
 		s.keys("L")
 	}
+	// The exact prompt it answered.
+	s.keys("P")
+	sc = s.waitFor("the prompt", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "-- the exact prompt") })
+	if !strings.Contains(sc, "<|im_start|>") {
+		t.Errorf("no prompt:\n%s", sc)
+	}
+	s.keys("P")
 	s.keys("c")
 	s.waitFor("the raw completion", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "-- completion (c: the patch)") })
 	// Its tokens, by the sampler's probability, named by the run's tokenizer.

@@ -121,6 +121,9 @@ type CompletionScored struct {
 	// LogFile is the evaluation's container log kept under the run's
 	// folder (gzipped; history.ReadEvalLog), "" when none ran.
 	LogFile string `json:"log_file,omitempty"`
+	// PromptHash names the exact prompt the completion answered, kept once
+	// in the run's prompts.jsonl (history.PromptHash).
+	PromptHash string `json:"prompt_hash,omitempty"`
 	// IssueText is the task's problem statement, shown by the console's
 	// issue view (`i`). The same string value for every completion of a
 	// group shares its memory; may be empty.

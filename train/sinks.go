@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/internal/durable"
 )
 
@@ -22,6 +23,10 @@ import (
 type Sinks struct {
 	metrics, rollouts *durable.Log
 	tb                *TensorBoard
+	// prompts.jsonl holds each distinct prompt once, by hash; rollouts
+	// lines name theirs (CompletionScored.PromptHash).
+	prompts     *durable.Log
+	promptsSeen map[string]bool
 }
 
 // Cut is where a resumed run's history ends: GRPO steps after GRPOStep and
@@ -82,12 +87,44 @@ func OpenSinks(dir string, cut *Cut) (*Sinks, error) {
 		s.metrics.Close()
 		return nil, fmt.Errorf("open sinks: %w", err)
 	}
+	s.promptsSeen = map[string]bool{}
+	seen := func(line []byte) bool {
+		var p history.PromptLine
+		if json.Unmarshal(line, &p) != nil || p.Hash == "" {
+			return false
+		}
+		s.promptsSeen[p.Hash] = true
+		return true
+	}
+	if s.prompts, _, err = durable.OpenLog(filepath.Join(dir, history.PromptsFile), seen); err != nil {
+		s.metrics.Close()
+		s.rollouts.Close()
+		return nil, fmt.Errorf("open sinks: %w", err)
+	}
 	if s.tb, err = NewTensorBoard(filepath.Join(dir, "tb")); err != nil {
 		s.metrics.Close()
 		s.rollouts.Close()
+		s.prompts.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// Prompt records a prompt's text once and returns its hash.
+func (s *Sinks) Prompt(instanceID, text string) (string, error) {
+	h := history.PromptHash(text)
+	if s.promptsSeen[h] {
+		return h, nil
+	}
+	line, err := json.Marshal(history.PromptLine{Hash: h, InstanceID: instanceID, Prompt: text})
+	if err != nil {
+		return "", fmt.Errorf("write prompt: %w", err)
+	}
+	if err := s.prompts.Append(line); err != nil {
+		return "", fmt.Errorf("write prompt: %w", err)
+	}
+	s.promptsSeen[h] = true
+	return h, nil
 }
 
 // MetricsLine is one GRPO line of metrics.jsonl.
@@ -188,5 +225,5 @@ func (s *Sinks) Rollout(ev event.CompletionScored) error {
 
 // Close flushes and closes every file.
 func (s *Sinks) Close() error {
-	return errors.Join(s.metrics.Close(), s.rollouts.Close(), s.tb.Close())
+	return errors.Join(s.metrics.Close(), s.rollouts.Close(), s.prompts.Close(), s.tb.Close())
 }

@@ -77,11 +77,15 @@ func extraSamples(m *event.Metrics, groups []*group, perStep int) {
 // appends it to rollouts.jsonl: the same value, verdict and patch included.
 func (t *Trainer) recordCompletions(step int, groups []*group) error {
 	for gi, gr := range groups {
+		prompt, err := t.sinks.Prompt(gr.inst.InstanceID, t.d.Tokenizer.Decode(gr.prompt))
+		if err != nil {
+			return err
+		}
 		for i := range gr.samples {
 			ev := event.CompletionScored{Step: step, Group: gi, Index: i, Completion: gr.texts[i],
 				Verdict: gr.verdicts[i], Advantage: gr.adv[i], Tokens: len(gr.samples[i].Tokens),
 				Truncated: gr.samples[i].Truncated, Version: gr.version, IssueText: gr.inst.ProblemStatement,
-				TokenLogprobs: event.PackTokens(gr.samples[i].Tokens, gr.samples[i].Logprobs)}
+				TokenLogprobs: event.PackTokens(gr.samples[i].Tokens, gr.samples[i].Logprobs), PromptHash: prompt}
 			if log := ev.Verdict.Log; log != "" {
 				// Kept on disk; the console and rollouts.jsonl carry its path.
 				ev.Verdict.Log = ""

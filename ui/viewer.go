@@ -55,6 +55,7 @@ type Viewer struct {
 
 	decode    func(int) string
 	inConsole bool // opened from the live console: q returns to it
+	prompts   map[string]string
 	editing   bool // typing a filter
 	input     string
 	status    string
@@ -306,6 +307,8 @@ func (v *Viewer) completionKey(k string) tea.Cmd {
 		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modeTokens}[v.curMode == modeTokens], 0
 	case "L":
 		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modeLog}[v.curMode == modeLog], 0
+	case "P":
+		v.curMode, v.scroll = map[bool]diffMode{true: modeDiff, false: modePrompt}[v.curMode == modePrompt], 0
 	case "n":
 		v.cursor = min(v.cursor+1, len(v.rows)-1)
 		v.open()
@@ -523,9 +526,11 @@ func (v *Viewer) completionLines() []string {
 	}
 	out = append(out, styleTitle.Render(map[diffMode]string{modeDiff: "-- patch (c: the completion, t: its tokens) --",
 		modeRaw: "-- completion (c: the patch) --", modeTokens: "-- tokens by the sampler's probability (t: the patch) --",
-		modeLog: "-- the evaluation's container log (L: the patch) --"}[v.curMode]))
+		modeLog: "-- the evaluation's container log (L: the patch) --", modePrompt: "-- the exact prompt (P: the patch) --"}[v.curMode]))
 	var body []string
-	if v.curMode == modeLog {
+	if v.curMode == modePrompt {
+		body = v.promptLines(c)
+	} else if v.curMode == modeLog {
 		body = v.logLines(c)
 	} else if v.curMode == modeTokens {
 		body = v.tokenLines(c)
@@ -546,7 +551,7 @@ func (v *Viewer) completionLines() []string {
 	for len(out) < v.h-2 {
 		out = append(out, "")
 	}
-	return append(out, v.footer("j k scroll  c patch/completion  t tokens by probability  L container log  n p next/previous  e export patch  esc back  q quit")...)
+	return append(out, v.footer("j k scroll  c completion  t tokens  P prompt  L container log  n p next/previous  e export patch  esc back  q quit")...)
 }
 
 // The completion screen's own modes: its tokens coloured by logprob, its
@@ -554,7 +559,30 @@ func (v *Viewer) completionLines() []string {
 const (
 	modeTokens diffMode = 100 + iota
 	modeLog
+	modePrompt
 )
+
+// promptLines is the exact prompt c answered, from the run's prompts.jsonl
+// (read once, on first use).
+func (v *Viewer) promptLines(c *event.CompletionScored) []string {
+	if c.PromptHash == "" {
+		return []string{"(no prompt recorded: the run predates kept prompts; swetui prompt --instance " + clean(c.Verdict.InstanceID) + " rebuilds it)"}
+	}
+	if v.prompts == nil {
+		p, err := history.Prompts(v.dir)
+		if err != nil {
+			return []string{"(" + clean(err.Error()) + ")"}
+		}
+		v.prompts = p
+	}
+	text, ok := v.prompts[c.PromptHash]
+	if !ok {
+		// Written after the viewer read the file: read it again next time.
+		v.prompts = nil
+		return []string{"(prompt " + clean(c.PromptHash) + " is not in " + history.PromptsFile + " yet)"}
+	}
+	return wrap(text, v.w)
+}
 
 // logLines is the kept container log of c's evaluation.
 func (v *Viewer) logLines(c *event.CompletionScored) []string {
