@@ -141,7 +141,9 @@ func Validate(cfg Config) error {
 	}
 
 	c := cfg.Curriculum
-	oneOf("curriculum.phase", c.Phase, Phases...)
+	if err := CheckPhase(c.Phase); err != nil {
+		check(true, "curriculum.phase", fmt.Sprintf("%q", c.Phase), "must be one of "+strings.Join(Phases, ", "))
+	}
 	positive("curriculum.window", c.Window)
 	unit("curriculum.syntax_to_apply", c.SyntaxToApply)
 	unit("curriculum.apply_to_docker", c.ApplyToDocker)

@@ -8,13 +8,15 @@ import (
 
 	"github.com/dlclark/regexp2"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/swetui/swetui/internal/chatml"
 )
 
-// Names of the special tokens of the chat template (ChatML, as Qwen2 uses).
+// Names of the special tokens of the chat template (package chatml).
 const (
-	EndOfText = "<|endoftext|>" // end of document; also the pad token
-	ImStart   = "<|im_start|>"
-	ImEnd     = "<|im_end|>"
+	EndOfText = chatml.EndOfText // end of document; also the pad token
+	ImStart   = chatml.ImStart
+	ImEnd     = chatml.ImEnd
 )
 
 // DefaultSpecials are the special tokens TrainBPE adds when given none.

@@ -10,8 +10,9 @@ import (
 	"github.com/swetui/swetui/task"
 )
 
-// Runner is what PoolEvaluator needs of the sandbox: *sandbox.Pool.
-type Runner interface {
+// Placer is what PoolEvaluator needs of the sandbox: *sandbox.Pool, which
+// places each evaluation on a host.
+type Placer interface {
 	Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error)
 }
 
@@ -19,7 +20,7 @@ type Runner interface {
 // sandbox's harness-shaped eval script, and reads the log along the script's
 // protocol lines (last marker pair, runner exit status, exact nonce lines).
 type PoolEvaluator struct {
-	Pool    Runner
+	Pool    Placer
 	Timeout time.Duration // per evaluation; 0 leaves the pool's default
 }
 

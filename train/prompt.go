@@ -11,15 +11,16 @@ import (
 	"sync"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/internal/chatml"
 	"github.com/swetui/swetui/task"
 )
 
-// Chat-template markers (ChatML, as Qwen2 uses); the tokenizer maps each to
-// one special token.
+// Chat-template markers (package chatml); the tokenizer maps each to one
+// special token.
 const (
-	ImStart   = "<|im_start|>"
-	ImEnd     = "<|im_end|>"
-	EndOfText = "<|endoftext|>"
+	ImStart   = chatml.ImStart
+	ImEnd     = chatml.ImEnd
+	EndOfText = chatml.EndOfText
 )
 
 // SystemPrompt tells the policy what to write.

@@ -11,9 +11,9 @@
 // Update and returns what arrives within one refresh window (ui.refresh_ms)
 // as a single batch, container logs merged per evaluation and pool states
 // reduced to the last, so a flood costs one Update and one frame per window.
-// The channel is read continuously; the trainer should still send high-rate
-// events without blocking (dropping or merging them when its buffer is full)
-// and the rest with a select on its context.
+// The channel is an event.Bus subscription, read continuously; when the
+// console falls behind, the bus drops high-rate events for it and counts
+// them (shown in the events pane), so publishing never blocks training.
 //
 // Quitting (q, ctrl-c): with a step in flight the console asks first; then
 // it calls Stop and exits when Stopped arrives (or the channel closes). With

@@ -25,12 +25,11 @@ type eventsMsg struct {
 // flood of events costs one Update (and one frame) per window, and returns.
 // Update re-arms it on every eventsMsg: only one read is ever outstanding.
 //
-// What the producer can expect: the channel is read continuously, so a
-// trainer that sends on a buffered channel is held up at most while one
-// batch is built (bounded by maxBatch). The trainer should still send
-// high-rate events (ContainerLog, PoolState) without blocking and drop or
-// merge them when the buffer is full, and send the rest (acks, Stopped)
-// with a select on its context.
+// The channel is an event.Bus subscription, read continuously: a batch is
+// built in at most maxBatch events. When the console falls behind, the bus
+// (not the trainer) drops the high-rate events for it and counts them
+// (Options.Drops, shown in the events pane); the rare important ones wait
+// for room. Publishing never blocks training.
 type pump struct {
 	ctx    context.Context
 	ch     <-chan event.Event
