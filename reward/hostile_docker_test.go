@@ -17,6 +17,7 @@ import (
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/task"
 )
 
 // diffAgainst is the git diff that turns the files of base into those of
@@ -190,17 +191,24 @@ func flagged(r event.Verdict, flag string) bool {
 	return contains(r.Hacks, flag) || contains(r.HacksUndone, flag)
 }
 
-// TestDockerHostilePatches scores every hostile case in a container.
-func TestDockerHostilePatches(t *testing.T) {
+// dockerScorer is a Scorer with weights over the docker test repository:
+// host apply checks and the real Docker pool.
+func dockerScorer(t *testing.T, weights Weights) (*task.Instance, *Scorer) {
+	t.Helper()
 	d := dockerClient(t)
 	image := dockerImage(t, d)
 	dir, commit := makeRepo(t, dockerRepo)
 	inst := dockerInstance(image, commit)
 	a := &Applier{}
-	defer a.Close()
+	t.Cleanup(func() { a.Close() })
 	a.Register(inst.Repo, dir)
+	return inst, &Scorer{Weights: weights, Applier: a, Evaluator: &PoolEvaluator{Pool: dockerPool(t, d)}}
+}
+
+// TestDockerHostilePatches scores every hostile case in a container.
+func TestDockerHostilePatches(t *testing.T) {
 	weights := WeightsFrom(config.Default().Reward)
-	s := &Scorer{Weights: weights, Applier: a, Evaluator: &PoolEvaluator{Pool: dockerPool(t, d)}}
+	inst, s := dockerScorer(t, weights)
 	cases := hostileCases()
 	diffs := make([]string, len(cases))
 	for i, c := range cases {
@@ -248,16 +256,9 @@ const symlinkEscape = "diff --git a/data b/data\nnew file mode 120000\n--- /dev/
 // symlink is refused, and earns nothing in any phase, hunk credit included,
 // whatever reward.hack_penalty says.
 func TestDockerSymlinkEscape(t *testing.T) {
-	d := dockerClient(t)
-	image := dockerImage(t, d)
-	dir, commit := makeRepo(t, dockerRepo)
-	inst := dockerInstance(image, commit)
-	a := &Applier{}
-	defer a.Close()
-	a.Register(inst.Repo, dir)
 	weights := WeightsFrom(config.Default().Reward)
 	weights.HackPenalty = 0
-	s := &Scorer{Weights: weights, Applier: a, Evaluator: &PoolEvaluator{Pool: dockerPool(t, d)}}
+	inst, s := dockerScorer(t, weights)
 	for _, phase := range []string{config.PhaseApplyOnly, config.PhaseDocker} {
 		rs, err := s.ScoreDiffs(context.Background(), inst, []string{symlinkEscape, calcGold + symlinkEscape}, phase)
 		if err != nil {
