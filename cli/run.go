@@ -11,6 +11,7 @@ import (
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/policy"
 	"github.com/swetui/swetui/train"
 	"github.com/swetui/swetui/ui"
 )
@@ -84,9 +85,9 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
 	// Without a KL term (grpo.kl_coef = 0) no reference is kept: no copy of
 	// the weights, none in checkpoints.
-	var ref *train.ModelReference
+	var ref *policy.ModelReference
 	if cfg.GRPO.KLCoef > 0 {
-		ref = &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
+		ref = &policy.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
 		pol.Ref, deps.Reference = ref, ref
 	}
 	// On a GPU the policy and reference live on the device; the warm start

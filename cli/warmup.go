@@ -11,6 +11,7 @@ import (
 
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/internal/durable"
+	"github.com/swetui/swetui/policy"
 	"github.com/swetui/swetui/train"
 	"github.com/swetui/swetui/warmstart"
 )
@@ -22,12 +23,12 @@ import (
 // is saved every sft.save_every steps and at stop.
 type sftStage struct {
 	ws     *workspace
-	pol    *train.ModelPolicy // GRPO's policy: it shares the weights
-	ref    *train.ModelReference
-	sftPol *train.ModelPolicy // the warm start's own optimiser and schedule
-	done   int                // steps finished, saved or not
-	saved  int                // steps in the partial checkpoint
-	loaded bool               // a finished warm start was found
+	pol    *policy.Model // GRPO's policy: it shares the weights
+	ref    *policy.ModelReference
+	sftPol *policy.Model // the warm start's own optimiser and schedule
+	done   int           // steps finished, saved or not
+	saved  int           // steps in the partial checkpoint
+	loaded bool          // a finished warm start was found
 	// after runs once the warmed-up weights are in pol and ref (a GPU
 	// policy uploads them).
 	after func() error
@@ -44,7 +45,7 @@ const partialStateFile = "state.json"
 func (ws *workspace) partialSFTDir() string { return ws.sftDir() + "-partial" }
 
 // newSFTStage finds where the warm start stands.
-func newSFTStage(ws *workspace, pol *train.ModelPolicy, ref *train.ModelReference) (*sftStage, error) {
+func newSFTStage(ws *workspace, pol *policy.Model, ref *policy.ModelReference) (*sftStage, error) {
 	sftPol, err := ws.newPolicy(pol.Model, ws.cfg.SFT.LR, ws.cfg.SFT.Steps)
 	if err != nil {
 		return nil, err

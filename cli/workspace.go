@@ -14,6 +14,7 @@ import (
 	"github.com/swetui/swetui/internal/durable"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
+	"github.com/swetui/swetui/policy"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
@@ -261,21 +262,21 @@ func loadModel(dir string, tok *model.Tokenizer) (*model.Model, error) {
 }
 
 // newPolicy wraps m with a fresh AdamW at lr for steps updates.
-func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*train.ModelPolicy, error) {
+func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*policy.Model, error) {
 	oc := ws.cfg.Optim
 	oc.LR = lr
 	sched, err := model.NewSchedule(oc, steps)
 	if err != nil {
 		return nil, err
 	}
-	p := train.NewModelPolicy(m, model.NewAdamW(oc, m.NumParams()), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
+	p := policy.NewModel(m, model.NewAdamW(oc, m.NumParams()), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
 	p.Temp = ws.cfg.Sample.Temperature
 	return p, nil
 }
 
 // sft runs the supervised warm start on pol (from step start, when an
 // earlier one was cut short) and writes its checkpoint to dir.
-func (ws *workspace) sft(ctx context.Context, pol *train.ModelPolicy, dir string, start int, h train.WarmupHooks) (train.SFTResult, error) {
+func (ws *workspace) sft(ctx context.Context, pol *policy.Model, dir string, start int, h train.WarmupHooks) (train.SFTResult, error) {
 	c := ws.cfg
 	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, train.SFTData{
 		Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens, Synthetic: c.SFT.SyntheticPerTask, Seed: c.Run.Seed,
@@ -392,7 +393,7 @@ func closePool(ctx context.Context, pool *sandbox.Pool) {
 // devicePolicy puts the policy and the reference (ref nil: none) on
 // model.device (bf16 activations, fp32 master weights): the GPU path. close
 // frees the device.
-func (ws *workspace) devicePolicy(ctx context.Context, pol *train.ModelPolicy, ref *train.ModelReference) (dp *train.DevicePolicy, close func(), err error) {
+func (ws *workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *policy.ModelReference) (dp *policy.Device, close func(), err error) {
 	dev, err := cuda.Open(ctx, ws.cfg.Model.Device, ws.cfg.Model.CUDALibs)
 	if err != nil {
 		return nil, nil, err
@@ -403,7 +404,7 @@ func (ws *workspace) devicePolicy(ctx context.Context, pol *train.ModelPolicy, r
 		return nil, nil, err
 	}
 	p.Temp = pol.Temp
-	dp = &train.DevicePolicy{P: p, Host: pol.Model, Tokenizer: ws.tok}
+	dp = &policy.Device{P: p, Host: pol.Model, Tokenizer: ws.tok}
 	if ref == nil { // grpo.kl_coef = 0
 		return dp, func() { p.Close(); dev.Close() }, nil
 	}
@@ -413,6 +414,6 @@ func (ws *workspace) devicePolicy(ctx context.Context, pol *train.ModelPolicy, r
 		dev.Close()
 		return nil, nil, err
 	}
-	dp.Ref = &train.DeviceReference{R: r}
+	dp.Ref = &policy.DeviceReference{R: r}
 	return dp, func() { r.Engine.Close(); p.Close(); dev.Close() }, nil
 }

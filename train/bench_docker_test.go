@@ -28,6 +28,7 @@ import (
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/internal/hoststat"
 	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/policy"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
@@ -39,7 +40,7 @@ import (
 // initial model's, computed once: the benchmark times the loop, and the
 // async loop samples from snapshots while the live weights train.
 type goldMixPolicy struct {
-	*train.ModelPolicy
+	*policy.Model
 	gold map[string]train.Sample // last tokens of a prompt -> gold reply
 }
 
@@ -54,13 +55,13 @@ func (g *goldMixPolicy) mix(prompt []int, samples []train.Sample) {
 }
 
 func (g *goldMixPolicy) Sample(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, error) {
-	samples, err := g.ModelPolicy.Sample(ctx, prompt, n, o)
+	samples, err := g.Model.Sample(ctx, prompt, n, o)
 	g.mix(prompt, samples)
 	return samples, err
 }
 
 func (g *goldMixPolicy) SampleSnapshot(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, int, error) {
-	samples, v, err := g.ModelPolicy.SampleSnapshot(ctx, prompt, n, o)
+	samples, v, err := g.Model.SampleSnapshot(ctx, prompt, n, o)
 	g.mix(prompt, samples)
 	return samples, v, err
 }
@@ -142,7 +143,7 @@ func benchStepDocker(b *testing.B, async bool, testSleep int) {
 		b.Fatal(err)
 	}
 	sched, _ := model.NewSchedule(cfg.Optim, b.N)
-	pol := train.NewModelPolicy(m, model.NewAdamW(cfg.Optim, m.NumParams()), sched, tok, 1, 1)
+	pol := policy.NewModel(m, model.NewAdamW(cfg.Optim, m.NumParams()), sched, tok, 1, 1)
 	pol.Temp = cfg.Sample.Temperature
 	gold := map[string]train.Sample{}
 	for i, in := range tasks {
@@ -154,7 +155,7 @@ func benchStepDocker(b *testing.B, async bool, testSleep int) {
 		}
 		gold[promptKey(prompt)] = train.Sample{Tokens: reply, Logprobs: lp[0]}
 	}
-	ref := &train.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
+	ref := &policy.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
 	bus := event.NewBus()
 	sub := bus.Subscribe(train.EventBuffer)
 	tr := train.New(cfg, train.Deps{Policy: &goldMixPolicy{pol, gold}, Reference: ref, Tokenizer: tok,

@@ -189,26 +189,6 @@ func TestDamagedNewestCheckpointFallsBack(t *testing.T) {
 	}
 }
 
-func TestCheckpointWithoutSamplerRNGIsDamaged(t *testing.T) {
-	cfg := testConfig(t, "run.max_steps=1", "sample.max_new_tokens=4", "model.context=64")
-	p, tok := tinyModelPolicy(t, 3, 1e-3)
-	tr := New(cfg, Deps{Policy: p, Tokenizer: tok, Scorer: shareOfA, Prompter: staticPrompter{}, Tasks: fakeTasks(3), Store: p})
-	drain(tr)
-	if err := tr.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	latest, _ := LatestCheckpoint(cfg.Run.OutDir)
-	rng := filepath.Join(latest, "policy", "extra", "sampler_rng")
-	if _, err := os.Stat(rng); err != nil {
-		t.Fatalf("the checkpoint has no %s to remove: %v", rng, err)
-	}
-	os.Remove(rng)
-	q, _ := tinyModelPolicy(t, 3, 1e-3)
-	if err := q.Load(context.Background(), latest); err == nil || !strings.Contains(err.Error(), "sampler_rng") {
-		t.Fatalf("a checkpoint without its sampler RNG loaded: %v", err)
-	}
-}
-
 // fullDiskStore fails its first Save with ENOSPC, as a full disk would.
 type fullDiskStore struct {
 	Store

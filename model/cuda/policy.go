@@ -98,7 +98,7 @@ func (p *Policy) Backward(ctx context.Context, b model.Batch, cot [][]float32) (
 
 // Step clips, applies AdamW at the scheduled rate and clears the
 // gradients; it returns the pre-clip norm and the learning rate. A device
-// failure here cannot be retried, so it panics as train's ModelPolicy
+// failure here cannot be retried, so it panics as policy.Model
 // does on a wiring bug.
 func (p *Policy) Step() (gradNorm, lr float64) {
 	lr = p.Schedule.At(p.Optim.Step)

@@ -1,4 +1,4 @@
-package train
+package policy
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
+	"github.com/swetui/swetui/train"
 )
 
-// DevicePolicy is the policy on a model/cuda device (model.device = cuda or
+// Device is the policy on a model/cuda device (model.device = cuda or
 // cuda:N) behind the Policy, SnapshotSampler and Store interfaces, so that
 // GRPO (sync and async) runs on it unchanged. Host is the CPU copy that
 // checkpoints are written from and read into, in the CPU model's format.
-type DevicePolicy struct {
+type Device struct {
 	P         *cuda.Policy
 	Host      *model.Model
 	Tokenizer *model.Tokenizer
@@ -21,51 +22,51 @@ type DevicePolicy struct {
 }
 
 var (
-	_ SnapshotSampler = (*DevicePolicy)(nil)
-	_ Store           = (*DevicePolicy)(nil)
-	_ Reference       = (*DeviceReference)(nil)
+	_ train.SnapshotSampler = (*Device)(nil)
+	_ train.Store           = (*Device)(nil)
+	_ train.Reference       = (*DeviceReference)(nil)
 )
 
-func (d *DevicePolicy) options(o SampleOptions) model.SampleOptions {
+func (d *Device) options(o train.SampleOptions) model.SampleOptions {
 	return model.SampleOptions{Temperature: float32(o.Temperature), TopP: float32(o.TopP), MaxNewTokens: o.MaxNewTokens}
 }
 
-// Sample implements Policy.
-func (d *DevicePolicy) Sample(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, error) {
+// Sample implements train.Policy.
+func (d *Device) Sample(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, error) {
 	cs, err := d.P.Sample(ctx, prompt, n, d.options(o))
 	return samplesOf(cs), err
 }
 
 // SampleSnapshot implements SnapshotSampler.
-func (d *DevicePolicy) SampleSnapshot(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, int, error) {
+func (d *Device) SampleSnapshot(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, int, error) {
 	cs, version, err := d.P.SampleSnapshot(ctx, prompt, n, d.options(o))
 	return samplesOf(cs), version, err
 }
 
 // StartSnapshots implements SnapshotSampler.
-func (d *DevicePolicy) StartSnapshots() { d.P.StartSnapshots() }
+func (d *Device) StartSnapshots() { d.P.StartSnapshots() }
 
-// Logprobs implements Policy.
-func (d *DevicePolicy) Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error) {
+// Logprobs implements train.Policy.
+func (d *Device) Logprobs(ctx context.Context, seqs []train.Sequence) ([][]float64, error) {
 	lp, err := d.P.Logprobs(ctx, batchOf(seqs, 0))
 	return widenAll(lp), err
 }
 
-// Backward implements Policy.
-func (d *DevicePolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]float64) ([][]float64, float64, error) {
+// Backward implements train.Policy.
+func (d *Device) Backward(ctx context.Context, seqs []train.Sequence, cot [][]float64) ([][]float64, float64, error) {
 	lp, entropy, err := d.P.Backward(ctx, batchOf(seqs, 0), narrowAll(cot))
 	return widenAll(lp), entropy, err
 }
 
-// Step implements Policy.
-func (d *DevicePolicy) Step() (gradNorm, lr float64) { return d.P.Step() }
+// Step implements train.Policy.
+func (d *Device) Step() (gradNorm, lr float64) { return d.P.Step() }
 
-// Version implements Policy.
-func (d *DevicePolicy) Version() int { return d.P.Version() }
+// Version implements train.Policy.
+func (d *Device) Version() int { return d.P.Version() }
 
 // Save implements Store: the device's weights and moments are copied to the
-// host first, then written as ModelPolicy writes them.
-func (d *DevicePolicy) Save(ctx context.Context, dir string) error {
+// host first, then written as Model writes them.
+func (d *Device) Save(ctx context.Context, dir string) error {
 	if err := d.P.Sync(d.Host); err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
@@ -83,8 +84,8 @@ func (d *DevicePolicy) Save(ctx context.Context, dir string) error {
 	return saveCheckpoint(dir, model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer}, rng, ref)
 }
 
-// Load implements Store.
-func (d *DevicePolicy) Load(ctx context.Context, dir string) error {
+// Load implements train.Store.
+func (d *Device) Load(ctx context.Context, dir string) error {
 	ck, ref, rng, err := loadCheckpoint(dir, d.Host.Cfg, d.Ref != nil)
 	if err != nil {
 		return err
@@ -107,16 +108,16 @@ func (d *DevicePolicy) Load(ctx context.Context, dir string) error {
 // DeviceReference is the frozen reference on a device.
 type DeviceReference struct{ R *cuda.Reference }
 
-// Logprobs implements Reference.
-func (r *DeviceReference) Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error) {
+// Logprobs implements train.Reference.
+func (r *DeviceReference) Logprobs(ctx context.Context, seqs []train.Sequence) ([][]float64, error) {
 	lp, err := r.R.Logprobs(ctx, batchOf(seqs, 0))
 	return widenAll(lp), err
 }
 
-func samplesOf(cs []model.Completion) []Sample {
-	out := make([]Sample, len(cs))
+func samplesOf(cs []model.Completion) []train.Sample {
+	out := make([]train.Sample, len(cs))
 	for i, c := range cs {
-		out[i] = Sample{Tokens: c.Tokens, Logprobs: widen(c.Logprobs), Truncated: c.Truncated}
+		out[i] = train.Sample{Tokens: c.Tokens, Logprobs: widen(c.Logprobs), Truncated: c.Truncated}
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package train
+package policy
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 
 	"github.com/swetui/swetui/internal/snapshot"
 	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/train"
 )
 
-// ModelPolicy is the gorgonia transformer behind the Policy, Reference and
+// Model is the gorgonia transformer behind the Policy, Reference and
 // Store interfaces: it owns the optimiser, the learning-rate schedule and the
 // sampler's random source, so a checkpoint restores all of them.
-type ModelPolicy struct {
+type Model struct {
 	Model     *model.Model
 	Optim     *model.AdamW
 	Schedule  model.Schedule
@@ -37,10 +38,10 @@ type ModelPolicy struct {
 	snaps snapshot.Set[*model.Model]
 }
 
-// NewModelPolicy wraps m; sampling stops at the chat template's end-of-turn
+// NewModel wraps m; sampling stops at the chat template's end-of-turn
 // and end-of-text tokens.
-func NewModelPolicy(m *model.Model, opt *model.AdamW, sched model.Schedule, tok *model.Tokenizer, gradClip float64, seed uint64) *ModelPolicy {
-	p := &ModelPolicy{Model: m, Optim: opt, Schedule: sched, Tokenizer: tok, GradClip: gradClip}
+func NewModel(m *model.Model, opt *model.AdamW, sched model.Schedule, tok *model.Tokenizer, gradClip float64, seed uint64) *Model {
+	p := &Model{Model: m, Optim: opt, Schedule: sched, Tokenizer: tok, GradClip: gradClip}
 	for _, name := range []string{model.ImEnd, model.EndOfText} {
 		if id, ok := tok.SpecialID(name); ok {
 			p.stop = append(p.stop, id)
@@ -51,22 +52,22 @@ func NewModelPolicy(m *model.Model, opt *model.AdamW, sched model.Schedule, tok 
 	return p
 }
 
-// Sample implements Policy.
-func (p *ModelPolicy) Sample(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, error) {
+// Sample implements train.Policy.
+func (p *Model) Sample(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, error) {
 	return p.sampleFrom(ctx, p.Model, prompt, n, o)
 }
 
 // StartSnapshots implements SnapshotSampler.
-func (p *ModelPolicy) StartSnapshots() {
+func (p *Model) StartSnapshots() {
 	if !p.snapshotsStarted() {
 		p.publishSnapshot()
 	}
 }
 
-func (p *ModelPolicy) snapshotsStarted() bool { return p.snaps.Started() }
+func (p *Model) snapshotsStarted() bool { return p.snaps.Started() }
 
 // SampleSnapshot implements SnapshotSampler.
-func (p *ModelPolicy) SampleSnapshot(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Sample, int, error) {
+func (p *Model) SampleSnapshot(ctx context.Context, prompt []int, n int, o train.SampleOptions) ([]train.Sample, int, error) {
 	m, version, release, err := p.snaps.Acquire()
 	if err != nil {
 		return nil, 0, err
@@ -78,7 +79,7 @@ func (p *ModelPolicy) SampleSnapshot(ctx context.Context, prompt []int, n int, o
 
 // publishSnapshot copies the weights into a free snapshot and makes it the
 // newest. Only the goroutine that updates the weights calls it.
-func (p *ModelPolicy) publishSnapshot() {
+func (p *Model) publishSnapshot() {
 	err := p.snaps.Publish(p.Version(), func(spare *model.Model, ok bool) (*model.Model, error) {
 		if !ok {
 			return p.Model.Clone(), nil
@@ -90,7 +91,7 @@ func (p *ModelPolicy) publishSnapshot() {
 	}
 }
 
-func (p *ModelPolicy) sampleFrom(ctx context.Context, m *model.Model, prompt []int, n int, o SampleOptions) ([]Sample, error) {
+func (p *Model) sampleFrom(ctx context.Context, m *model.Model, prompt []int, n int, o train.SampleOptions) ([]train.Sample, error) {
 	p.rngMu.Lock()
 	defer p.rngMu.Unlock()
 	cs, err := m.Sample(ctx, prompt, n, model.SampleOptions{Temperature: float32(o.Temperature),
@@ -101,7 +102,7 @@ func (p *ModelPolicy) sampleFrom(ctx context.Context, m *model.Model, prompt []i
 	return samplesOf(cs), nil
 }
 
-func batchOf(seqs []Sequence, temperature float64) model.Batch {
+func batchOf(seqs []train.Sequence, temperature float64) model.Batch {
 	b := model.Batch{Tokens: make([][]int, len(seqs)), PromptLen: make([]int, len(seqs)), Temperature: float32(temperature)}
 	for i, s := range seqs {
 		b.Tokens[i] = append(append(make([]int, 0, len(s.Prompt)+len(s.Completion)), s.Prompt...), s.Completion...)
@@ -111,13 +112,13 @@ func batchOf(seqs []Sequence, temperature float64) model.Batch {
 }
 
 var (
-	_ SnapshotSampler = (*ModelPolicy)(nil)
-	_ Store           = (*ModelPolicy)(nil)
-	_ Reference       = (*ModelReference)(nil)
+	_ train.SnapshotSampler = (*Model)(nil)
+	_ train.Store           = (*Model)(nil)
+	_ train.Reference       = (*ModelReference)(nil)
 )
 
-// Logprobs implements Policy.
-func (p *ModelPolicy) Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error) {
+// Logprobs implements train.Policy.
+func (p *Model) Logprobs(ctx context.Context, seqs []train.Sequence) ([][]float64, error) {
 	res, err := p.Model.Logprobs(ctx, batchOf(seqs, p.temperature()))
 	if err != nil {
 		return nil, err
@@ -125,8 +126,8 @@ func (p *ModelPolicy) Logprobs(ctx context.Context, seqs []Sequence) ([][]float6
 	return widenAll(res.Logprobs), nil
 }
 
-// Backward implements Policy.
-func (p *ModelPolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]float64) ([][]float64, float64, error) {
+// Backward implements train.Policy.
+func (p *Model) Backward(ctx context.Context, seqs []train.Sequence, cot [][]float64) ([][]float64, float64, error) {
 	res, err := p.Model.Backward(ctx, batchOf(seqs, p.temperature()), narrowAll(cot))
 	if err != nil {
 		return nil, 0, err
@@ -135,7 +136,7 @@ func (p *ModelPolicy) Backward(ctx context.Context, seqs []Sequence, cot [][]flo
 }
 
 // Step implements Policy: clip, AdamW at the scheduled rate, clear.
-func (p *ModelPolicy) Step() (gradNorm, lr float64) {
+func (p *Model) Step() (gradNorm, lr float64) {
 	gradNorm = p.Model.ClipGradNorm(p.GradClip)
 	lr = p.Schedule.At(p.Optim.Step)
 	if err := p.Optim.Update(p.Model, lr); err != nil {
@@ -148,18 +149,18 @@ func (p *ModelPolicy) Step() (gradNorm, lr float64) {
 
 // refreshSnapshot publishes the new weights to snapshot samplers, once
 // StartSnapshots has been called.
-func (p *ModelPolicy) refreshSnapshot() {
+func (p *Model) refreshSnapshot() {
 	if p.snapshotsStarted() {
 		p.publishSnapshot()
 	}
 }
 
 // Version implements Policy: updates taken by this optimiser.
-func (p *ModelPolicy) Version() int { return p.Optim.Step }
+func (p *Model) Version() int { return p.Optim.Step }
 
 // temperature of the training graph's softmax: the sampling temperature
 // (TRL divides logits by it in both places).
-func (p *ModelPolicy) temperature() float64 {
+func (p *Model) temperature() float64 {
 	if p.Temp > 0 {
 		return p.Temp
 	}
@@ -168,7 +169,7 @@ func (p *ModelPolicy) temperature() float64 {
 
 // Save implements Store: policy/ (weights, optimiser, tokenizer, sampler
 // RNG) and reference/.
-func (p *ModelPolicy) Save(ctx context.Context, dir string) error {
+func (p *Model) Save(ctx context.Context, dir string) error {
 	p.rngMu.Lock()
 	rng, err := p.pcg.MarshalBinary()
 	p.rngMu.Unlock()
@@ -184,7 +185,7 @@ func (p *ModelPolicy) Save(ctx context.Context, dir string) error {
 
 // Load implements Store; an architecture that differs is refused with the
 // field named.
-func (p *ModelPolicy) Load(ctx context.Context, dir string) error {
+func (p *Model) Load(ctx context.Context, dir string) error {
 	ck, ref, rng, err := loadCheckpoint(dir, p.Model.Cfg, p.Ref != nil)
 	if err != nil {
 		return err
@@ -261,8 +262,8 @@ type ModelReference struct {
 	Temp  float64
 }
 
-// Logprobs implements Reference.
-func (r *ModelReference) Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error) {
+// Logprobs implements train.Reference.
+func (r *ModelReference) Logprobs(ctx context.Context, seqs []train.Sequence) ([][]float64, error) {
 	t := r.Temp
 	if t <= 0 {
 		t = 1
@@ -292,4 +293,4 @@ func widenAll(xs [][]float32) [][]float64 {
 
 // StopTokens are the tokens sampling stops at (the chat template's end of
 // turn and end of text).
-func (p *ModelPolicy) StopTokens() []int { return append([]int(nil), p.stop...) }
+func (p *Model) StopTokens() []int { return append([]int(nil), p.stop...) }
