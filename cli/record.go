@@ -147,4 +147,5 @@ func printRunSummary(w io.Writer, s runSummary, out, resume string) {
 	fmt.Fprintf(w, "  resume       %s\n", resume)
 	fmt.Fprintf(w, "  curves       tensorboard --logdir %s\n", filepath.Join(out, "tb"))
 	fmt.Fprintf(w, "  history      %s, %s, %s\n", filepath.Join(out, "metrics.jsonl"), filepath.Join(out, "rollouts.jsonl"), filepath.Join(out, "events.jsonl"))
+	fmt.Fprintf(w, "  browse       swetui view %s\n", out)
 }
