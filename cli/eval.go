@@ -85,10 +85,16 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	pol, err := ws.newPolicy(m, cfg.Optim.LR, 1)
+	host, err := ws.newPolicy(m, cfg.Optim.LR, 1)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
+	pol, err := ws.openPolicy(ctx, host, nil)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	defer pol.Close()
+	fmt.Fprintf(env.Stderr, "eval: sampling on %s\n", pol.Device)
 	f, err := os.Create(o.Out)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)

@@ -92,18 +92,18 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	}
 	// On a GPU the policy and reference live on the device; the warm start
 	// trains the host copy, which is uploaded when it ends.
+	on, err := ws.openPolicy(ctx, pol, ref)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer on.Close()
 	upload := func() error { return nil }
-	if cfg.Model.Device != "cpu" {
-		dp, closeDev, err := ws.devicePolicy(ctx, pol, ref)
-		if err != nil {
-			return fmt.Errorf("run: %w", err)
-		}
-		defer closeDev()
+	if dp := on.Dev; dp != nil {
 		deps.Policy, deps.Store = dp, dp
 		if dp.Ref != nil {
 			deps.Reference = dp.Ref
 		}
-		deps.BLAS += " · " + dp.P.Engine.Device().Info().String()
+		deps.BLAS += " · " + on.Device
 		upload = func() error {
 			if err := dp.P.Load(pol.Model, nil); err != nil {
 				return err

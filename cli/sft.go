@@ -54,9 +54,15 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
+	on, err := ws.openPolicy(ctx, pol, nil)
+	if err != nil {
+		return fmt.Errorf("sft: %w", err)
+	}
+	defer on.Close()
+	fmt.Fprintf(env.Stderr, "sft: the warm start trains on %s\n", on.Device)
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
-	res, err := ws.sft(ctx, pol, ws.sftDir(), 0, train.WarmupHooks{Publish: func(ev event.Event) {
+	res, err := ws.sft(ctx, on, ws.sftDir(), 0, train.WarmupHooks{Publish: func(ev event.Event) {
 		switch ev := ev.(type) {
 		case event.SFTStep:
 			bar.step()

@@ -112,7 +112,10 @@ func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
 		}
 		return nil
 	}
-	res, err := ws.sft(ctx, s.sftPol, dir, s.done, h)
+	// The run's warm start trains the host copy (GRPO's device copy is
+	// uploaded when it ends): a device warm start inside run is for later.
+	res, err := ws.sft(ctx, &opened{Policy: s.sftPol, Store: s.sftPol, Host: s.sftPol, Device: "cpu (gorgonia)",
+		Sync: func() error { return nil }, Close: func() {}}, dir, s.done, h)
 	if err != nil {
 		return err
 	}

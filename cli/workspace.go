@@ -276,7 +276,7 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*policy.M
 
 // sft runs the supervised warm start on pol (from step start, when an
 // earlier one was cut short) and writes its checkpoint to dir.
-func (ws *workspace) sft(ctx context.Context, pol *policy.Model, dir string, start int, h train.WarmupHooks) (train.SFTResult, error) {
+func (ws *workspace) sft(ctx context.Context, pol *opened, dir string, start int, h train.WarmupHooks) (train.SFTResult, error) {
 	c := ws.cfg
 	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, train.SFTData{
 		Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens, Synthetic: c.SFT.SyntheticPerTask, Seed: c.Run.Seed,
@@ -294,12 +294,15 @@ func (ws *workspace) sft(ctx context.Context, pol *policy.Model, dir string, sta
 	}
 	res, err := train.RunSFT(ctx, train.SFTOptions{Steps: c.SFT.Steps, BatchSize: c.SFT.BatchSize, Seed: c.Run.Seed,
 		Context: c.Model.Context, MaxNewTokens: c.Sample.MaxNewTokens, PromptWeight: c.SFT.PromptLossWeight,
-		Heldout: heldout, HeldoutEvery: c.SFT.HeldoutEvery, Start: start}, pol, examples, h)
+		Heldout: heldout, HeldoutEvery: c.SFT.HeldoutEvery, Start: start}, pol.Policy, examples, h)
 	res.Skipped = skipped
 	if err != nil {
 		return res, err
 	}
-	if err := model.Save(dir, model.Checkpoint{Model: pol.Model, Tokenizer: ws.tok}); err != nil {
+	if err := pol.Sync(); err != nil {
+		return res, fmt.Errorf("sft: the weights back from %s: %w", pol.Device, err)
+	}
+	if err := model.Save(dir, model.Checkpoint{Model: pol.Host.Model, Tokenizer: ws.tok}); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -390,15 +393,68 @@ func closePool(ctx context.Context, pool *sandbox.Pool) {
 	_ = pool.Close(cctx)
 }
 
+// openDevice opens model.device's engine; tests put the engine's CPU
+// implementation of the kernels here to run the device path without a GPU.
+var openDevice = func(ctx context.Context, cfg config.Config) (cuda.Device, error) {
+	return cuda.Open(ctx, cfg.Model.Device, cfg.Model.CUDALibs)
+}
+
+// onDevice reports whether the policy runs on model.device's engine
+// rather than on gorgonia.
+func (ws *workspace) onDevice() bool { return ws.cfg.Model.Device != "cpu" }
+
+// opened is a policy on the device it runs on, the one way run, sft and eval
+// get theirs: on the CPU the gorgonia model itself; elsewhere its copy on
+// model.device, whose Sync brings the weights back into Host.
+type opened struct {
+	train.Policy
+	Store  train.Store
+	Ref    train.Reference // nil without a reference
+	Host   *policy.Model
+	Device string         // where it runs, for the logs and the header
+	Sync   func() error   // device weights -> Host.Model (a no-op on the CPU)
+	Dev    *policy.Device // the device policy, nil on the CPU
+	Close  func()
+}
+
+// openPolicy puts pol (and ref, nil for none) where model.device says.
+func (ws *workspace) openPolicy(ctx context.Context, pol *policy.Model, ref *policy.ModelReference) (*opened, error) {
+	if !ws.onDevice() {
+		o := &opened{Policy: pol, Store: pol, Host: pol, Device: "cpu (gorgonia)", Sync: func() error { return nil }, Close: func() {}}
+		if ref != nil {
+			o.Ref = ref
+		}
+		return o, nil
+	}
+	dp, closeDev, err := ws.devicePolicy(ctx, pol, ref)
+	if err != nil {
+		return nil, err
+	}
+	where := dp.P.Engine.Device().Info().String()
+	if dp.P.Engine.Device().Info().Kind == "cpu" {
+		where = "the device engine on its CPU kernels"
+	}
+	o := &opened{Policy: dp, Store: dp, Host: pol, Dev: dp, Device: where, Close: closeDev,
+		Sync: func() error { return dp.P.Sync(pol.Model) }}
+	if dp.Ref != nil {
+		o.Ref = dp.Ref
+	}
+	return o, nil
+}
+
 // devicePolicy puts the policy and the reference (ref nil: none) on
 // model.device (bf16 activations, fp32 master weights): the GPU path. close
 // frees the device.
 func (ws *workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *policy.ModelReference) (dp *policy.Device, close func(), err error) {
-	dev, err := cuda.Open(ctx, ws.cfg.Model.Device, ws.cfg.Model.CUDALibs)
+	dev, err := openDevice(ctx, ws.cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := cuda.NewPolicy(dev, pol.Model, cuda.BF16, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
+	prec := cuda.BF16
+	if dev.Info().Kind == "cpu" {
+		prec = cuda.F32 // the engine's CPU kernels compute in fp32
+	}
+	p, err := cuda.NewPolicy(dev, pol.Model, prec, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
 	if err != nil {
 		dev.Close()
 		return nil, nil, err
@@ -408,7 +464,7 @@ func (ws *workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *p
 	if ref == nil { // grpo.kl_coef = 0
 		return dp, func() { p.Close(); dev.Close() }, nil
 	}
-	r, err := cuda.NewReference(dev, ref.Model, cuda.BF16, ref.Temp)
+	r, err := cuda.NewReference(dev, ref.Model, prec, ref.Temp)
 	if err != nil {
 		p.Close()
 		dev.Close()
