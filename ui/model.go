@@ -472,7 +472,7 @@ func (m *Model) hints() []hint {
 	}
 	hs := []hint{{"? help", 100}, {pause, 9}, {"1/2/3 phase", 6}, {"a auto", 4}, {"s save", 5}}
 	if !m.st.inSFT() { // nothing to replay or read before GRPO samples
-		hs = append(hs, hint{"r replay", 2}, hint{"c raw", 1})
+		hs = append(hs, hint{"r replay", 2}, hint{"c raw", 1}, hint{"v history", 1})
 	}
 	return append(hs, hint{"tab focus", 7}, zoom, hint{"q quit", 100})
 }
