@@ -64,10 +64,7 @@ func viewRun(ctx context.Context, env Env, o viewOptions) error {
 		return fmt.Errorf("view: %w", err)
 	}
 	f, _ := history.ParseFilter(o.Filter)
-	rows, err := ix.Select(f, func(e history.Entry) string {
-		c, _ := history.Read(o.Dir, e)
-		return c.Completion
-	})
+	rows, err := ix.SelectIn(o.Dir, f)
 	if err != nil {
 		return fmt.Errorf("view: %w", err)
 	}

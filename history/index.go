@@ -237,22 +237,76 @@ func (ix *Index) entry(line []byte) (Entry, bool) {
 	return e, true
 }
 
-// Read returns the completion of e, read from dir's rollouts.jsonl.
-func Read(dir string, e Entry) (event.CompletionScored, error) {
+// Reader reads completions out of a run's rollouts.jsonl, the file opened
+// once for as many reads as a filter or an export needs.
+type Reader struct{ f *os.File }
+
+// OpenReader opens dir's rollouts.jsonl for reading entries.
+func OpenReader(dir string) (*Reader, error) {
 	f, err := os.Open(filepath.Join(dir, RolloutsFile))
 	if err != nil {
-		return event.CompletionScored{}, fmt.Errorf("history: %w", err)
+		return nil, fmt.Errorf("history: %w", err)
 	}
-	defer f.Close()
+	return &Reader{f: f}, nil
+}
+
+// Close closes the file.
+func (r *Reader) Close() error { return r.f.Close() }
+
+// Line returns e's line as rollouts.jsonl holds it.
+func (r *Reader) Line(e Entry) ([]byte, error) {
 	b := make([]byte, e.Len)
-	if _, err := f.ReadAt(b, e.Off); err != nil {
-		return event.CompletionScored{}, fmt.Errorf("history: read %s at %d: %w", RolloutsFile, e.Off, err)
+	if _, err := r.f.ReadAt(b, e.Off); err != nil {
+		return nil, fmt.Errorf("history: read %s at %d: %w", RolloutsFile, e.Off, err)
+	}
+	return b, nil
+}
+
+// Read returns e's completion.
+func (r *Reader) Read(e Entry) (event.CompletionScored, error) {
+	b, err := r.Line(e)
+	if err != nil {
+		return event.CompletionScored{}, err
 	}
 	var c event.CompletionScored
 	if err := json.Unmarshal(b, &c); err != nil {
 		return event.CompletionScored{}, fmt.Errorf("history: %s at %d: %w", RolloutsFile, e.Off, err)
 	}
 	return c, nil
+}
+
+// Text is e's completion text, "" when it cannot be read: Select's text
+// function.
+func (r *Reader) Text(e Entry) string {
+	c, err := r.Read(e)
+	if err != nil {
+		return ""
+	}
+	return c.Completion
+}
+
+// Read returns the completion of e, read from dir's rollouts.jsonl.
+func Read(dir string, e Entry) (event.CompletionScored, error) {
+	r, err := OpenReader(dir)
+	if err != nil {
+		return event.CompletionScored{}, err
+	}
+	defer r.Close()
+	return r.Read(e)
+}
+
+// SelectIn is ix.Select with the text filter reading dir's file, opened
+// once for the whole selection (and not at all without a text filter).
+func (ix *Index) SelectIn(dir string, f Filter) ([]int, error) {
+	if f.Text == "" {
+		return ix.Select(f, nil)
+	}
+	r, err := OpenReader(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return ix.Select(f, r.Text)
 }
 
 // save writes the index atomically: header, covered size, tail, tasks,

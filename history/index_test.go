@@ -110,10 +110,6 @@ func TestSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := func(e Entry) string {
-		c, _ := Read(dir, e)
-		return c.Completion
-	}
 	tests := []struct {
 		filter string
 		want   []int
@@ -138,7 +134,7 @@ func TestSelect(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tt.filter, err)
 		}
-		got, err := ix.Select(f, text)
+		got, err := ix.SelectIn(dir, f)
 		if err != nil || !slices.Equal(got, tt.want) {
 			t.Errorf("%q: %v (%v), want %v", tt.filter, got, err, tt.want)
 		}

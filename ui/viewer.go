@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -133,21 +132,12 @@ func (v *Viewer) tick() tea.Cmd {
 // Init implements tea.Model.
 func (v *Viewer) Init() tea.Cmd { return v.tick() }
 
-// text reads a completion's text for the text filter.
-func (v *Viewer) text(e history.Entry) string {
-	c, err := history.Read(v.dir, e)
-	if err != nil {
-		return ""
-	}
-	return c.Completion
-}
-
 func (v *Viewer) setFilter(expr string) error {
 	f, err := history.ParseFilter(expr)
 	if err != nil {
 		return err
 	}
-	rows, err := v.ix.Select(f, v.text)
+	rows, err := v.ix.SelectIn(v.dir, f)
 	if err != nil {
 		return err
 	}
@@ -156,7 +146,7 @@ func (v *Viewer) setFilter(expr string) error {
 }
 
 func (v *Viewer) reselect() {
-	rows, err := v.ix.Select(v.filter, v.text)
+	rows, err := v.ix.SelectIn(v.dir, v.filter)
 	if err != nil {
 		v.status = err.Error()
 		return
@@ -366,15 +356,18 @@ func (v *Viewer) exportPatch() string {
 // exportSet writes every selected completion's line, as rollouts.jsonl has
 // it, to exports/selection-<time>.jsonl.
 func (v *Viewer) exportSet() string {
+	r, err := history.OpenReader(v.dir)
+	if err != nil {
+		return err.Error()
+	}
+	defer r.Close()
 	var b strings.Builder
 	for _, i := range v.rows {
-		c, err := history.Read(v.dir, v.ix.Entries[i])
+		line, err := r.Line(v.ix.Entries[i])
 		if err != nil {
 			return err.Error()
 		}
-		line, _ := json.Marshal(c)
-		b.Write(line)
-		b.WriteByte('\n')
+		b.Write(line) // the line as rollouts.jsonl holds it, newline included
 	}
 	path := filepath.Join(v.dir, "exports", "selection-"+time.Now().Format("20060102-150405")+".jsonl")
 	if err := writeExport(path, []byte(b.String())); err != nil {
