@@ -27,7 +27,7 @@ type PoolEvaluator struct {
 // Evaluate implements Evaluator.
 func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutput {
 	start := time.Now()
-	spec, nonce, err := EvalSpec(req)
+	spec, sc, err := EvalSpec(req)
 	if err != nil {
 		return EvalOutput{Infra: err, Duration: time.Since(start)}
 	}
@@ -51,7 +51,7 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 	case res.DiskLimit:
 		out.DiskLimit = true
 	}
-	o := sandbox.ParseOutput(res.Log, nonce)
+	o := sandbox.ParseOutput(res.Log, sc.Nonce)
 	in := req.Instance
 	switch {
 	case o.ApplyMethod == "":
@@ -61,7 +61,7 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 			out.Infra = fmt.Errorf("evaluate %s: %s", in.InstanceID, why)
 			return out
 		}
-	case o.Started && setupChecked(req):
+	case o.Started && sc.SetupChecked:
 		if infra := setupProblem(in, o.SetupCheck); infra != nil {
 			out.Infra = infra
 			return out
@@ -81,12 +81,6 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 // them: those of the model patch and of the test patch.
 func guardFiles(req EvalRequest) []string {
 	return task.Paths(append(task.PatchFiles(req.Diff), task.PatchFiles(req.Instance.TestPatch)...))
-}
-
-// setupChecked reports whether req's test process checks the files after
-// the instance's setup (sandbox.ScriptSpec.GuardFiles).
-func setupChecked(req EvalRequest) bool {
-	return req.Instance.Setup != "" && !req.ApplyOnly && len(guardFiles(req)) > 0
 }
 
 // setupProblem is the infrastructure failure a setup check reports: setup
@@ -119,8 +113,9 @@ func lastOwnLine(log string) string {
 
 // EvalSpec builds the container evaluation of req: the sandbox's eval script
 // (fallback-chain apply of the model patch, test files reset to the base
-// commit, test patch, tests between nonce markers) and the files it reads.
-func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
+// commit, test patch, tests between nonce markers), the files it reads, and
+// the scripts it was built from (their nonce, whether setup is checked).
+func EvalSpec(req EvalRequest) (sandbox.Spec, sandbox.Scripts, error) {
 	in := req.Instance
 	files := map[string][]byte{sandbox.ModelPatchPath: []byte(req.Diff)}
 	ss := sandbox.ScriptSpec{
@@ -140,7 +135,7 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 	if !req.ApplyOnly {
 		cmd, err := in.TestCommand()
 		if err != nil {
-			return sandbox.Spec{}, "", err
+			return sandbox.Spec{}, sandbox.Scripts{}, err
 		}
 		ss.TestCmd = cmd
 		if in.TestPatch != "" {
@@ -163,5 +158,5 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, string, error) {
 		// An environment set up by writing system files (locale-gen) needs
 		// a writable root.
 		WritableRoot: strings.Contains(in.Setup, "locale-gen") || strings.Contains(in.Setup, "/etc/"),
-	}, sc.Nonce, nil
+	}, sc, nil
 }

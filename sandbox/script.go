@@ -199,6 +199,9 @@ type ScriptSpec struct {
 // (Opening, Closing).
 type Scripts struct {
 	Prepare, Tests, Nonce string
+	// SetupChecked: Tests checks the guard files after the instance's
+	// setup and prints the SetupCheckPrefix line.
+	SetupChecked bool
 }
 
 // gitEnv makes git trust repositories that belong to another user than the
@@ -305,7 +308,7 @@ func EvalScript(s ScriptSpec) Scripts {
 		w("swetui_sum %s > %s || { echo %s; exit %d; }", shqAll(s.GuardFiles), shq(s.sumPath()), shq("swetui: cannot write "+s.sumPath()), ExitWorkdirMissing)
 	}
 	w("exit $((%d + %smethod))", exitPrepared, tp)
-	sc := Scripts{Prepare: b.String(), Nonce: nonce}
+	sc := Scripts{Prepare: b.String(), Nonce: nonce, SetupChecked: guard}
 	if s.TestCmd != "" {
 		var t strings.Builder
 		fmt.Fprintf(&t, "set -uo pipefail\nexec 2>&1 </dev/null\n%s\n", gitEnv)
