@@ -31,25 +31,25 @@ func tmpMB(l Limits) int {
 // the first time an image is seen and remembered: measured concurrently
 // with the steps, a busy host let fast writes into the base and the bound
 // was never passed. known is false when the measure failed.
-func (r *Runner) diskBaseOf(id string, spec Spec) (kb int64, known bool) {
+func (dr *Driver) diskBaseOf(p Procs, spec Spec) (kb int64, known bool) {
 	key := spec.Image + "\x00" + strings.Join(writableDirs(spec), "\x00")
-	if v, ok := r.diskBase.Load(key); ok {
+	if v, ok := dr.diskBase.Load(key); ok {
 		return v.(int64), true
 	}
-	if kb, known = r.diskUsage(id, spec); known {
-		r.diskBase.Store(key, kb)
+	if kb, known = diskUsage(p, spec); known {
+		dr.diskBase.Store(key, kb)
 	}
 	return kb, known
 }
 
-// diskUsage is du of the container's writable folders, run by the daemon
-// in the container, in KiB.
-func (r *Runner) diskUsage(id string, spec Spec) (int64, bool) {
+// diskUsage is du of the sandbox's writable folders, run by its engine in
+// the sandbox, in KiB.
+func diskUsage(p Procs, spec Spec) (int64, bool) {
 	var buf bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), DiskEvery+5*time.Second)
 	defer cancel()
 	cmd := append([]string{"du", "-skxc", "--"}, writableDirs(spec)...)
-	if _, err := r.step(ctx, id, Spec{User: spec.User}, cmd, &limitedBuffer{b: &buf, max: 1 << 16}); err != nil {
+	if _, err := p.Exec(ctx, cmd, spec.User, &limitedBuffer{b: &buf, max: 1 << 16}); err != nil {
 		return 0, false
 	}
 	return duTotal(buf.String()), true
@@ -60,17 +60,17 @@ func (r *Runner) diskUsage(id string, spec Spec) (int64, bool) {
 // Limits.DiskMB over base (the repository the image holds is no write of
 // the evaluation's; without a known base the first measure is taken as
 // it). Errors (a container that is going) only skip a round.
-func (r *Runner) watchDisk(id string, spec Spec, base int64, haveBase bool, done <-chan struct{}, over chan<- struct{}) {
+func (dr *Driver) watchDisk(p Procs, spec Spec, base int64, haveBase bool, done <-chan struct{}, over chan<- struct{}) {
 	t := time.NewTicker(DiskEvery)
 	defer t.Stop()
-	limit := int64(r.Limits.DiskMB) << 10 // KiB
+	limit := int64(dr.Limits.DiskMB) << 10 // KiB
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
 		}
-		kb, ok := r.diskUsage(id, spec)
+		kb, ok := diskUsage(p, spec)
 		switch {
 		case !ok:
 		case !haveBase:

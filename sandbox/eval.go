@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -21,21 +20,18 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
-// Runner runs evaluations on one Docker host.
+// Runner runs evaluations on one Docker host: the Backend of a Docker
+// endpoint.
 type Runner struct {
 	Docker   Docker
 	Endpoint string // for messages and Result.Host
 	RunID    string
 	Limits   Limits
-	// Deferred removal: when set, Run hands the container's removal to it
-	// instead of waiting (the pool removes in the background).
-	removeAsync func(id string)
 	// noStorageOpt remembers that the host's storage driver has no size
 	// option.
 	noStorageOpt atomic.Bool
-	// diskBase remembers, per image and writable folders, what they hold
-	// before an evaluation writes (KiB; see diskBaseOf).
-	diskBase sync.Map
+	drvOnce      sync.Once
+	drv          Driver
 }
 
 // apiTimeout bounds the calls that should be quick (create, copy, attach,
@@ -53,76 +49,60 @@ func (r *Runner) Run(ctx context.Context, spec Spec, onLog func([]byte)) Result 
 	return r.run(ctx, spec, onLog, runHooks{})
 }
 
+func (r *Runner) run(ctx context.Context, spec Spec, onLog func([]byte), hooks runHooks) Result {
+	start := time.Now()
+	res := Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: r.Name(), ExitCode: -1, Attempts: 1}
+	id, err := r.Create(ctx, spec, &res.Durations)
+	res = finish(ctx, r, func(id string) time.Duration { return removeNow(r, id) }, spec, id, err, res, onLog, hooks)
+	res.Durations.Total = time.Since(start)
+	return res
+}
+
 // runHooks let the pool follow an evaluation.
 type runHooks struct {
 	created func(containerID string)
 }
 
-func (r *Runner) run(ctx context.Context, spec Spec, onLog func([]byte), hooks runHooks) Result {
-	start := time.Now()
-	res := Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: r.endpoint(), ExitCode: -1, Attempts: 1}
-	id, err := r.create(ctx, spec, &res.Durations)
-	res = r.finish(ctx, spec, id, err, res, onLog, hooks)
-	res.Durations.Total = time.Since(start)
-	return res
+// Name is the endpoint.
+func (r *Runner) Name() string { return r.endpoint() }
+
+// Ping checks that the daemon answers.
+func (r *Runner) Ping(ctx context.Context) error {
+	if _, err := r.Docker.Ping(ctx); err != nil {
+		return unreachable(r.Endpoint, r.Docker.DaemonHost(), err)
+	}
+	return nil
 }
 
-// finish runs container id, made by create (createErr is create's error),
-// to its end and removes it.
-func (r *Runner) finish(ctx context.Context, spec Spec, id string, createErr error, res Result, onLog func([]byte), hooks runHooks) (out Result) {
-	out = res
-	if id != "" {
-		out.ContainerID = id
-		// Whatever happens from here, panics included, the container goes.
-		defer func() {
-			if v := recover(); v != nil {
-				out.Infra = fmt.Errorf("evaluation %s: %w: %v", spec.ID, ErrPanic, v)
-				out.Durations.Remove = r.discard(id)
-			}
-		}()
-		if hooks.created != nil {
-			hooks.created(id)
-		}
+// Remove force-removes container id with its volumes; one already gone is
+// removed.
+func (r *Runner) Remove(ctx context.Context, id string) error {
+	err := r.Docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return err
 	}
-	if createErr != nil {
-		if id != "" {
-			out.Durations.Remove = r.discard(id)
-		}
-		r.fail(ctx, &out, createErr)
-		return out
-	}
-	r.execute(ctx, id, spec, onLog, &out)
-	out.Durations.Remove = r.discard(id)
-	return out
+	return nil
 }
 
-// discard removes container id, in the background when the pool takes
-// removals off the critical path.
-func (r *Runner) discard(id string) time.Duration {
-	if r.removeAsync != nil {
-		r.removeAsync(id)
-		return 0
+// Reap removes the managed containers sel selects.
+func (r *Runner) Reap(ctx context.Context, sel Reaping) (int, error) {
+	if sel.RunID == "" {
+		return Reap(ctx, r.Docker)
 	}
-	return r.remove(id)
+	return reap(ctx, r.Docker, runFilter(sel.RunID), func(c container.Summary) bool {
+		return sel.Keep == nil || !sel.Keep(c.ID)
+	})
 }
 
-// fail records err: a cancellation when ctx ended, else an infrastructure
-// failure.
-func (r *Runner) fail(ctx context.Context, res *Result, err error) {
-	// The loss of the host is an infrastructure failure: the pool retries
-	// the evaluation on another host.
-	if lost := hostLost(ctx); lost != nil {
-		res.Infra = lost
-		return
-	}
-	if ctx.Err() != nil {
-		res.Canceled = true
-		return
-	}
-	res.Infra = err
+// Close closes the client.
+func (r *Runner) Close() error { return r.Docker.Close() }
+
+func (r *Runner) driver() *Driver {
+	r.drvOnce.Do(func() { r.drv.Limits = r.Limits })
+	return &r.drv
 }
 
-// create makes the container and copies the script and files in. On error
+// Create makes the container and copies the script and files in. On error
 // it returns the container's id if one was made, for removal.
 //
 // The container's own process is an init (PID 1) and a sleep that outlasts
@@ -131,18 +111,12 @@ func (r *Runner) fail(ctx context.Context, res *Result, err error) {
 // Limits.CapAdd, no new privileges, and unless the root filesystem must stay
 // writable, a read-only root with the workdir (a volume the daemon fills
 // from the image), /swetui and a size-limited /tmp writable.
-func (r *Runner) create(ctx context.Context, spec Spec, d *Durations) (string, error) {
-	if spec.Image == "" || spec.Script == "" {
-		return "", fmt.Errorf("evaluation %s: %w: image and script are required", spec.ID, ErrBadSpec)
-	}
-	if spec.Timeout <= 0 {
-		return "", fmt.Errorf("evaluation %s: %w: timeout must be positive", spec.ID, ErrBadSpec)
+func (r *Runner) Create(ctx context.Context, spec Spec, d *Durations) (string, error) {
+	if err := CheckSpec(spec); err != nil {
+		return "", err
 	}
 	t0 := time.Now()
-	// After this no evaluation can still use the container, whoever owns
-	// it: it may wait for a free worker (a timeout at most), then run (one
-	// more), and the kill and removal take a little.
-	deadline := time.Now().Add(2*spec.Timeout + 2*time.Minute)
+	deadline := DeadlineOf(spec, time.Now())
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	cfg := &container.Config{
@@ -180,10 +154,7 @@ func (r *Runner) create(ctx context.Context, spec Spec, d *Durations) (string, e
 		}
 		return "", fmt.Errorf("create container from %s on %s: %w", spec.Image, r.endpoint(), err)
 	}
-	files := map[string][]byte{ScriptPath: []byte(spec.Script)}
-	for p, b := range spec.Files {
-		files[p] = b
-	}
+	files := SandboxFiles(spec)
 	// The daemon copies into a read-only root only through its volumes.
 	roots := []string{"/"}
 	if host.ReadonlyRootfs {
@@ -261,118 +232,38 @@ func (r *Runner) hostConfig(spec Spec) *container.HostConfig {
 
 const killedStatus = 137 // a process killed by SIGKILL, as the shell reports it
 
-// execute starts the container and runs the evaluation's processes in it:
-// the script, then, for an eval, the tests, the host writing the protocol
-// lines around them. The container is killed at the deadline, on
+// Execute starts the container and drives the evaluation's processes in it
+// (Driver): the script, then, for an eval, the tests, the host writing the
+// protocol lines around them. The container is killed at the deadline, on
 // cancellation, when the output passes the cap or the disk bound is passed.
-func (r *Runner) execute(ctx context.Context, id string, spec Spec, onLog func([]byte), res *Result) {
+func (r *Runner) Execute(ctx context.Context, id string, spec Spec, onLog func([]byte), res *Result) {
 	t0 := time.Now()
 	apiCtx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	logs := &capWriter{max: r.Limits.LogCap, onLog: onLog, full: make(chan struct{}), panicC: make(chan struct{})}
 	if err := r.Docker.ContainerStart(apiCtx, id, container.StartOptions{}); err != nil {
-		r.fail(ctx, res, fmt.Errorf("start container %s: %w", short(id), err))
+		RecordFailure(ctx, res, fmt.Errorf("start container %s: %w", short(id), err))
 		return
 	}
 	res.Durations.Start = time.Since(t0)
-	started := time.Now()
+	r.driver().Drive(ctx, spec, dockerProcs{r: r, id: id}, onLog, res)
+}
 
-	// One watcher kills the container for whichever reason comes first;
-	// the processes in it then end, and with them the steps below.
-	var (
-		killMu sync.Mutex
-		cause  string
-	)
-	done := make(chan struct{})
-	watched := make(chan struct{})
-	diskC := make(chan struct{})
-	if r.Limits.DiskMB > 0 {
-		base, known := r.diskBaseOf(id, spec)
-		go r.watchDisk(id, spec, base, known, done, diskC)
-	}
-	go func() {
-		defer close(watched)
-		timer := time.NewTimer(spec.Timeout)
-		defer timer.Stop()
-		var why string
-		select {
-		case <-done:
-			return
-		case <-timer.C:
-			why = "timeout"
-		case <-ctx.Done():
-			why = "canceled"
-			if hostLost(ctx) != nil {
-				why = "lost"
-			}
-		case <-logs.full:
-			why = "truncated"
-		case <-logs.panicC:
-			why = "panic"
-		case <-diskC:
-			why = "disk"
-		}
-		killMu.Lock()
-		cause = why
-		killMu.Unlock()
-		if why == "lost" {
-			return // nothing to kill there; its reaper removes the container when it is back
-		}
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-		defer cancel()
-		// The container may have gone meanwhile.
-		if err := r.Docker.ContainerKill(kctx, id, "KILL"); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
-			killMu.Lock()
-			res.Infra = errors.Join(res.Infra, fmt.Errorf("kill container %s: %w", short(id), err))
-			killMu.Unlock()
-		}
-	}()
-	killed := func() string {
-		killMu.Lock()
-		defer killMu.Unlock()
-		return cause
-	}
+// dockerProcs are one container's processes, as the Driver runs them.
+type dockerProcs struct {
+	r  *Runner
+	id string
+}
 
-	status, err := r.step(ctx, id, spec, []string{"bash", ScriptPath}, logs)
-	if err == nil && killed() == "" && spec.Nonce != "" {
-		lines, run, exit := Opening(spec.Nonce, status, spec.Tests != "")
-		_, _ = logs.Write([]byte(lines))
-		status = exit
-		if run && killed() == "" {
-			status, err = r.step(ctx, id, spec, []string{"bash", "-c", spec.Tests}, logs)
-			if err == nil && killed() == "" {
-				_, _ = logs.Write([]byte(Closing(spec.Nonce, status)))
-			}
-		}
+func (p dockerProcs) Exec(ctx context.Context, cmd []string, user string, out io.Writer) (int, error) {
+	return p.r.step(ctx, p.id, Spec{User: user}, cmd, out)
+}
+
+// Kill kills the container; one that has gone meanwhile is no error.
+func (p dockerProcs) Kill(ctx context.Context) error {
+	if err := p.r.Docker.ContainerKill(ctx, p.id, "KILL"); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		return fmt.Errorf("kill container %s: %w", short(p.id), err)
 	}
-	close(done)
-	<-watched
-	res.Durations.Run = time.Since(started)
-	res.ExitCode = status
-	killMu.Lock()
-	defer killMu.Unlock()
-	switch cause {
-	case "":
-		if err != nil {
-			r.fail(ctx, res, err)
-		}
-	case "timeout":
-		res.TimedOut, res.ExitCode = true, killedStatus
-	case "canceled":
-		res.Canceled = true
-	case "lost":
-		res.Infra = hostLost(ctx)
-	case "truncated":
-		res.Truncated, res.ExitCode = true, killedStatus
-	case "disk":
-		res.DiskLimit, res.ExitCode = true, killedStatus
-		_, _ = logs.Write([]byte(fmt.Sprintf("\nswetui: disk limit: the evaluation wrote more than %d MiB; container killed\n", r.Limits.DiskMB)))
-	}
-	res.Log = logs.String()
-	res.Truncated = res.Truncated || logs.truncated
-	if p := logs.panicValue(); p != nil {
-		res.Infra = errors.Join(res.Infra, fmt.Errorf("evaluation %s: log consumer %w: %v", spec.ID, ErrPanic, p))
-	}
+	return nil
 }
 
 // untilLost bounds a call that outlives the caller's cancellation (the
@@ -473,16 +364,6 @@ func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, o
 			}
 		}
 	}
-}
-
-// remove force-removes the container on its own context and reports how
-// long it took. Errors are dropped: the reaper catches what is left.
-func (r *Runner) remove(id string) time.Duration {
-	t0 := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
-	defer cancel()
-	_ = r.Docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	return time.Since(t0)
 }
 
 func (r *Runner) endpoint() string {

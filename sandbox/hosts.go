@@ -7,20 +7,18 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
 
 	"github.com/swetui/swetui/event"
 )
 
-// host is one of the pool's Docker hosts. What the pool does with them is
+// host is one of the pool's hosts (a Backend: a Docker daemon, a
+// Kubernetes namespace). What the pool does with them is
 // here: which are up and how busy, a health ping for those that are up and
 // a probe for those that are out (monitor), the loss of a host ending the
 // evaluations there, and the containers a host kept while it was away.
 type host struct {
 	endpoint string
-	docker   Docker
-	runner   *Runner
+	backend  Backend // nil until it was first opened
 	up       bool
 	active   int
 	err      error     // the last error seen; kept after the host comes back
@@ -69,49 +67,62 @@ func hostLost(ctx context.Context) error {
 	return nil
 }
 
-// attach brings h up on client d.
-func (p *Pool) attach(h *host, d Docker) {
-	name := h.endpoint
+// open opens the backend of endpoint: a registered scheme's (k8s://), else
+// a Docker daemon through Options.Dial.
+func (p *Pool) open(ctx context.Context, endpoint string) (Backend, error) {
+	if open := openerFor(endpoint); open != nil {
+		return open(ctx, endpoint, BackendConfig{RunID: p.opts.RunID, Limits: p.opts.Limits})
+	}
+	d, err := p.opts.Dial(ctx, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	name := endpoint
 	if name == "" {
 		name = d.DaemonHost()
 	}
-	h.docker, h.up, h.since = d, true, time.Now()
+	return &Runner{Docker: d, Endpoint: name, RunID: p.opts.RunID, Limits: p.opts.Limits}, nil
+}
+
+// attach brings h up on backend b.
+func (p *Pool) attach(h *host, b Backend) {
+	h.backend, h.up, h.since = b, true, time.Now()
 	h.live, h.leftovers = map[string]bool{}, map[string]bool{}
 	h.newLife()
-	h.runner = &Runner{Docker: d, Endpoint: name, RunID: p.opts.RunID, Limits: p.opts.Limits,
-		removeAsync: p.removeLater(h)}
 }
 
-// removeLater returns a remover that takes the container's removal off the
-// evaluation's critical path; Close waits for it. A removal that fails is
-// kept as a leftover of the host, tried again by the monitor.
-func (p *Pool) removeLater(h *host) func(string) {
-	return func(id string) {
-		p.mu.Lock()
-		delete(h.live, id)
-		d := h.docker
-		p.mu.Unlock()
-		p.removing.Add(1)
-		go func() {
-			defer p.removing.Done()
-			if err := removeContainer(d, id); err != nil {
-				p.mu.Lock()
-				h.leftovers[id] = true
-				p.mu.Unlock()
-			}
-		}()
+// capacity is how many evaluations h takes at once (0: no bound).
+func (h *host) capacity() int {
+	if b, ok := h.backend.(Bounded); ok {
+		return b.Capacity()
 	}
+	return 0
 }
 
-// removeContainer force-removes a container; one already gone is removed.
-func removeContainer(d Docker, id string) error {
+// removeLater takes sandbox id's removal off the evaluation's critical path;
+// Close waits for it. A removal that fails is kept as a leftover of the
+// host, tried again by the monitor.
+func (p *Pool) removeLater(h *host, id string) {
+	p.mu.Lock()
+	delete(h.live, id)
+	b := h.backend
+	p.mu.Unlock()
+	p.removing.Add(1)
+	go func() {
+		defer p.removing.Done()
+		if err := removeSandbox(b, id); err != nil {
+			p.mu.Lock()
+			h.leftovers[id] = true
+			p.mu.Unlock()
+		}
+	}()
+}
+
+// removeSandbox removes sandbox id of b on its own context.
+func removeSandbox(b Backend, id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
-	err := d.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return err
-	}
-	return nil
+	return b.Remove(ctx, id)
 }
 
 // removeLeftovers tries again to remove h's leftovers, when the host
@@ -122,14 +133,14 @@ func (p *Pool) removeLeftovers(h *host) int {
 	for id := range h.leftovers {
 		ids = append(ids, id)
 	}
-	d := h.docker
+	b := h.backend
 	p.mu.Unlock()
-	if len(ids) == 0 || ping(p.ctx, d, h.endpoint) != nil {
+	if len(ids) == 0 || p.ping(p.ctx, b, pingTimeout) != nil {
 		return 0
 	}
 	n := 0
 	for _, id := range ids {
-		if removeContainer(d, id) == nil {
+		if removeSandbox(b, id) == nil {
 			n++
 			p.mu.Lock()
 			delete(h.leftovers, id)
@@ -149,10 +160,17 @@ func (p *Pool) upHosts() int {
 	return n
 }
 
-// host is the display name of h.
+// ping asks b whether it answers, within the bound.
+func (p *Pool) ping(ctx context.Context, b Backend, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	return b.Ping(ctx)
+}
+
+// name is the display name of h.
 func (h *host) name() string {
-	if h.endpoint == "" && h.runner != nil {
-		return h.runner.Endpoint
+	if h.endpoint == "" && h.backend != nil {
+		return h.backend.Name()
 	}
 	if h.endpoint == "" {
 		return "the default Docker host"
@@ -160,23 +178,33 @@ func (h *host) name() string {
 	return h.endpoint
 }
 
+// title is h in messages: "docker host NAME", or "host NAME" for a
+// backend of another kind (its name says which).
+func (h *host) title() string {
+	if _, docker := h.backend.(*Runner); docker || (h.backend == nil && openerFor(h.endpoint) == nil) {
+		return "docker host " + h.name()
+	}
+	return "host " + h.name()
+}
+
 // ErrNoHost marks an attempt that found no Docker host up.
 var ErrNoHost = errors.New("no Docker host is up")
 
-// pickHost returns the up host with the fewest active evaluations and
-// counts one more there. While none is up it waits for the monitor to bring
-// one back, for one round of probes at most: then the attempt is an
-// infrastructure failure, so the run goes on (and retries) rather than hangs.
-func (p *Pool) pickHost(ctx context.Context) (*host, error) {
+// pickHost returns the up host with room (see Bounded) and the fewest
+// active evaluations relative to its room, and counts one more there;
+// hosts in avoid (where this evaluation just failed) only when no other is
+// up. While none is up it waits for the monitor to bring one back, for one
+// round of probes at most: then the attempt is an infrastructure failure,
+// so the run goes on (and retries) rather than hangs. While the only up
+// hosts are full it waits for room.
+func (p *Pool) pickHost(ctx context.Context, avoid *host) (*host, error) {
 	giveUp := time.NewTimer(p.noHostWait)
 	defer giveUp.Stop()
 	for {
 		p.mu.Lock()
-		var best *host
-		for _, h := range p.hosts {
-			if h.up && (best == nil || h.active < best.active) {
-				best = h
-			}
+		best, full := p.bestHost(avoid)
+		if best == nil && avoid != nil && avoid.up {
+			best, full = p.bestHost(nil)
 		}
 		if best != nil {
 			best.active++
@@ -184,6 +212,17 @@ func (p *Pool) pickHost(ctx context.Context) (*host, error) {
 			return best, nil
 		}
 		changed := p.changed
+		if full {
+			// Up but full: wait for room as long as it takes.
+			p.mu.Unlock()
+			select {
+			case <-changed:
+			case <-p.freed:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("wait for a host with room: %w: %w", ErrNoHost, ctx.Err())
+			}
+			continue
+		}
 		var why []string
 		for _, h := range p.hosts {
 			if h.err != nil {
@@ -199,6 +238,31 @@ func (p *Pool) pickHost(ctx context.Context) (*host, error) {
 			return nil, fmt.Errorf("wait for a Docker host: %w: %w", ErrNoHost, ctx.Err())
 		}
 	}
+}
+
+// bestHost is the up host, other than avoid, with room and the lowest load
+// (active over capacity, unbounded hosts counting their active alone); full
+// says that some were up but had no room. The caller holds p.mu.
+func (p *Pool) bestHost(avoid *host) (best *host, full bool) {
+	load := func(h *host) float64 {
+		if c := h.capacity(); c > 0 {
+			return float64(h.active) / float64(c)
+		}
+		return float64(h.active)
+	}
+	for _, h := range p.hosts {
+		if !h.up || h == avoid {
+			continue
+		}
+		if c := h.capacity(); c > 0 && h.active >= c {
+			full = true
+			continue
+		}
+		if best == nil || load(h) < load(best) {
+			best = h
+		}
+	}
+	return best, full
 }
 
 // monitor probes the hosts that are out once their retry time has come, and
@@ -255,7 +319,7 @@ func (p *Pool) monitor() {
 			for _, h := range stale {
 				if n := p.removeLeftovers(h); n > 0 {
 					p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(),
-						Text: fmt.Sprintf("docker host %s answers again: removed %d containers whose removal had failed", h.name(), n)})
+						Text: fmt.Sprintf("%s answers again: removed %d containers whose removal had failed", h.title(), n)})
 				}
 			}
 		}
@@ -265,13 +329,13 @@ func (p *Pool) monitor() {
 // revive tries a host that is out; on failure it stays out for HostRetry.
 func (p *Pool) revive(h *host) {
 	var err error
-	d := h.docker
-	if d == nil {
+	b := h.backend
+	if b == nil {
 		ctx, cancel := context.WithTimeout(p.ctx, pingTimeout)
-		d, err = p.opts.Dial(ctx, h.endpoint)
+		b, err = p.open(ctx, h.endpoint)
 		cancel()
 	} else {
-		err = pingWithin(p.ctx, d, h.endpoint, p.opts.HealthTimeout)
+		err = p.ping(p.ctx, b, p.opts.HealthTimeout)
 	}
 	p.mu.Lock()
 	if err != nil {
@@ -280,8 +344,8 @@ func (p *Pool) revive(h *host) {
 		p.mu.Unlock()
 		return
 	}
-	if h.docker == nil {
-		p.attach(h, d)
+	if h.backend == nil {
+		p.attach(h, b)
 	} else {
 		h.up, h.since = true, time.Now()
 		h.newLife()
@@ -289,10 +353,10 @@ func (p *Pool) revive(h *host) {
 	p.version++
 	close(p.changed)
 	p.changed = make(chan struct{})
-	name, docker := h.name(), h.docker
+	name, backend := h.title(), h.backend
 	clear(h.leftovers) // the reap below takes them too
 	p.mu.Unlock()
-	p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("docker host %s is back", name)})
+	p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("%s is back", name)})
 	// What this run left there when the host went away (the container of
 	// the evaluation that was cut, since retried elsewhere) goes now; the
 	// containers of evaluations that started since stay.
@@ -301,13 +365,13 @@ func (p *Pool) revive(h *host) {
 		defer p.removing.Done()
 		ctx, cancel := context.WithTimeout(p.ctx, removeTimeout)
 		defer cancel()
-		n, err := reap(ctx, docker, runFilter(p.opts.RunID), func(c container.Summary) bool {
+		n, err := backend.Reap(ctx, Reaping{RunID: p.opts.RunID, Keep: func(id string) bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			return !h.live[c.ID]
-		})
+			return h.live[id]
+		}})
 		if err == nil && n > 0 {
-			p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("docker host %s: removed %d containers left when it went away", name, n)})
+			p.opts.Events.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("%s: removed %d containers left when it went away", name, n)})
 		}
 	}()
 }
@@ -315,7 +379,7 @@ func (p *Pool) revive(h *host) {
 // health pings an up host and takes it out when it does not answer.
 func (p *Pool) health(h *host) {
 	defer p.running.Done()
-	err := pingWithin(p.ctx, h.docker, h.endpoint, p.opts.HealthTimeout)
+	err := p.ping(p.ctx, h.backend, p.opts.HealthTimeout)
 	p.mu.Lock()
 	h.checking = false
 	p.mu.Unlock()
@@ -327,7 +391,7 @@ func (p *Pool) health(h *host) {
 // checkHost takes h out when it no longer answers after an infrastructure
 // failure there, so the retry goes elsewhere.
 func (p *Pool) checkHost(h *host, cause error) {
-	if err := pingWithin(p.ctx, h.docker, h.endpoint, p.opts.HealthTimeout); err == nil {
+	if err := p.ping(p.ctx, h.backend, p.opts.HealthTimeout); err == nil {
 		return
 	}
 	p.takeOut(h, cause)
@@ -338,7 +402,7 @@ func (p *Pool) takeOut(h *host, cause error) {
 	p.mu.Lock()
 	wasUp := h.up
 	h.up, h.err, h.retryAt = false, cause, time.Now().Add(p.opts.HostRetry)
-	name := h.name()
+	name := h.title()
 	if wasUp {
 		h.since = time.Now()
 		h.lose(fmt.Errorf("%w: %s: %v", ErrHostDown, name, cause))
@@ -347,6 +411,6 @@ func (p *Pool) takeOut(h *host, cause error) {
 	p.mu.Unlock()
 	if wasUp {
 		p.opts.Events.Publish(event.Message{Level: event.Warn, Time: time.Now(),
-			Text: fmt.Sprintf("docker host %s is down (%v); its evaluations go to the other hosts, and it is tried again in %s", name, cause, p.opts.HostRetry)})
+			Text: fmt.Sprintf("%s is down (%v); its evaluations go to the other hosts, and it is tried again in %s", name, cause, p.opts.HostRetry)})
 	}
 }

@@ -32,6 +32,7 @@ type capWriter struct {
 	fullOnce  sync.Once
 	panicV    any
 	panicC    chan struct{} // closed when onLog panicked
+	panicOnce sync.Once
 }
 
 func (w *capWriter) Write(p []byte) (int, error) {
@@ -51,6 +52,13 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	w.buf.Write(keep)
 	w.mu.Unlock()
 	if len(keep) > 0 && w.onLog != nil {
+		// A consumer's panic ends the evaluation (ErrPanic), not the
+		// engine's stream goroutine that called Write.
+		defer func() {
+			if v := recover(); v != nil {
+				w.setPanic(v)
+			}
+		}()
 		w.onLog(keep)
 	}
 	return len(p), nil
@@ -63,10 +71,12 @@ func (w *capWriter) String() string {
 }
 
 func (w *capWriter) setPanic(v any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.panicV = v
-	close(w.panicC)
+	w.panicOnce.Do(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.panicV = v
+		close(w.panicC)
+	})
 }
 
 func (w *capWriter) panicValue() any {

@@ -75,6 +75,7 @@ type Pool struct {
 	infra      int
 	retries    int
 	changed    chan struct{}   // closed (and replaced) when a host comes back
+	freed      chan struct{}   // signalled when a host slot frees (pickHost waits on full hosts)
 	waiting    int             // jobs taken from the queue that no worker runs yet
 	latencies  []time.Duration // ring of the last latencyWindow totals
 	latencyPos int
@@ -134,19 +135,19 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 		opts.Events = event.Discard
 	}
 	p := &Pool{opts: opts, queue: make(chan *job, opts.Queue), ready: make(chan *prepared),
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), freed: make(chan struct{}, 1)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.noHostWait = opts.HostRetry + pingTimeout + time.Second
 	var errs []error
 	for _, ep := range endpoints {
 		h := &host{endpoint: ep, since: time.Now()}
-		d, err := opts.Dial(ctx, ep)
+		b, err := p.open(ctx, ep)
 		if err != nil {
 			h.err, h.retryAt = err, time.Now().Add(opts.HostRetry)
 			errs = append(errs, err)
 		} else {
-			p.attach(h, d)
-			n, err := Reap(ctx, d)
+			p.attach(h, b)
+			n, err := b.Reap(ctx, Reaping{})
 			p.reaped += n
 			if err != nil {
 				errs = append(errs, err)
@@ -156,7 +157,7 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 	}
 	if p.upHosts() == 0 {
 		p.cancel()
-		return nil, fmt.Errorf("sandbox pool: no Docker host answers: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("sandbox pool: no host answers: %w", errors.Join(errs...))
 	}
 	p.running.Add(1)
 	go p.monitor()
@@ -251,8 +252,8 @@ func (p *Pool) stateLocked() event.PoolState {
 		if !h.up {
 			hs.RetryAt = h.retryAt
 		}
-		if hs.Endpoint == "" && h.runner != nil {
-			hs.Endpoint = h.runner.Endpoint
+		if hs.Endpoint == "" && h.backend != nil {
+			hs.Endpoint = h.backend.Name()
 		}
 		if h.err != nil {
 			hs.Err = h.err.Error()
@@ -325,22 +326,27 @@ func (p *Pool) prepareOne(j *job) *prepared {
 	if ctx.Err() != nil {
 		return pj
 	}
-	pj.h, pj.err = p.pickHost(ctx)
+	pj.h, pj.err = p.pickHost(ctx, nil)
 	if pj.err != nil {
 		return pj
 	}
+	p.create(ctx, pj)
+	if pj.err != nil && pj.id != "" {
+		p.removeLater(pj.h, pj.id)
+		pj.id = ""
+	}
+	return pj
+}
+
+// create makes pj's sandbox on its host, which is lost or not.
+func (p *Pool) create(ctx context.Context, pj *prepared) {
 	hctx, release := p.onHost(ctx, pj.h)
-	pj.id, pj.err = pj.h.runner.create(hctx, j.spec, &pj.d)
+	pj.id, pj.err = pj.h.backend.Create(hctx, pj.j.spec, &pj.d)
 	if lost := hostLost(hctx); lost != nil && pj.err != nil {
 		pj.err = lost
 	}
 	release()
 	p.track(pj)
-	if pj.err != nil && pj.id != "" {
-		pj.h.runner.removeAsync(pj.id)
-		pj.id = ""
-	}
-	return pj
 }
 
 // track counts a prepared job's container among its host's live ones.
@@ -356,14 +362,23 @@ func (p *Pool) track(pj *prepared) {
 // release gives up a prepared job's container and host slot.
 func (p *Pool) release(pj *prepared) {
 	if pj.id != "" {
-		pj.h.runner.removeAsync(pj.id)
+		p.removeLater(pj.h, pj.id)
 		pj.id = ""
 	}
 	if pj.h != nil {
-		p.mu.Lock()
-		pj.h.active--
-		p.mu.Unlock()
+		p.leave(pj.h)
 		pj.h = nil
+	}
+}
+
+// leave gives back a slot of h and wakes a preparer waiting for room.
+func (p *Pool) leave(h *host) {
+	p.mu.Lock()
+	h.active--
+	p.mu.Unlock()
+	select {
+	case p.freed <- struct{}{}:
+	default:
 	}
 }
 
@@ -418,6 +433,7 @@ func (p *Pool) handle(wid int, pj *prepared) Result {
 	defer pj.cancel()
 	ctx, spec := pj.ctx, pj.j.spec
 	var res Result
+	var failedOn *host // where the last attempt failed: the retry goes elsewhere if it can
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			p.mu.Lock()
@@ -440,9 +456,9 @@ func (p *Pool) handle(wid int, pj *prepared) Result {
 			break
 		}
 		if attempt == 0 {
-			res = p.runPrepared(ctx, wid, pj)
+			res, failedOn = p.runPrepared(ctx, wid, pj)
 		} else {
-			res = p.attempt(ctx, wid, spec)
+			res, failedOn = p.attempt(ctx, wid, spec, failedOn)
 		}
 		res.Attempts = attempt + 1
 		if res.Infra == nil || !retryable(res.Infra) || attempt >= p.opts.Retries {
@@ -463,25 +479,20 @@ func retryable(err error) bool {
 	return !errors.Is(err, ErrImageMissing) && !errors.Is(err, ErrBadSpec) && !errors.Is(err, ErrPanic)
 }
 
-// attempt runs spec once on the least busy host that is up.
-func (p *Pool) attempt(ctx context.Context, wid int, spec Spec) Result {
+// attempt runs spec once on the least busy host that is up, another than
+// avoid if one is; it says where it ran.
+func (p *Pool) attempt(ctx context.Context, wid int, spec Spec, avoid *host) (Result, *host) {
 	pj := &prepared{j: &job{spec: spec}}
-	pj.h, pj.err = p.pickHost(ctx)
+	pj.h, pj.err = p.pickHost(ctx, avoid)
 	if pj.err == nil {
-		hctx, release := p.onHost(ctx, pj.h)
-		pj.id, pj.err = pj.h.runner.create(hctx, spec, &pj.d)
-		if lost := hostLost(hctx); lost != nil && pj.err != nil {
-			pj.err = lost
-		}
-		release()
-		p.track(pj)
+		p.create(ctx, pj)
 	}
 	return p.runPrepared(ctx, wid, pj)
 }
 
-// runPrepared runs a prepared container on its worker and frees its host
-// slot.
-func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) Result {
+// runPrepared runs a prepared sandbox on its worker and frees its host
+// slot; it says where it ran.
+func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) (Result, *host) {
 	spec := pj.j.spec
 	if pj.h == nil {
 		res := Result{ID: spec.ID, InstanceID: spec.InstanceID, ExitCode: -1}
@@ -490,17 +501,13 @@ func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) Result {
 		} else {
 			res.Infra = pj.err
 		}
-		return res
+		return res, nil
 	}
 	h := pj.h
-	defer func() {
-		p.mu.Lock()
-		h.active--
-		p.mu.Unlock()
-	}()
+	defer p.leave(h)
 	now := time.Now()
 	p.setWorker(wid, func(w *event.WorkerState) {
-		*w = event.WorkerState{ID: wid, Host: h.runner.Endpoint, Busy: true, InstanceID: spec.InstanceID,
+		*w = event.WorkerState{ID: wid, Host: h.backend.Name(), Busy: true, InstanceID: spec.InstanceID,
 			EvalID: spec.ID, Since: now, Status: "starting"}
 	})
 	lines := &lineSplitter{emit: func(ls []string) {
@@ -508,19 +515,26 @@ func (p *Pool) runPrepared(ctx context.Context, wid int, pj *prepared) Result {
 	}}
 	hooks := runHooks{
 		created: func(cid string) {
-			p.setWorker(wid, func(w *event.WorkerState) { w.ContainerID, w.Status = cid, "running" })
+			status := "running"
+			if pl, ok := h.backend.(Placement); ok {
+				if where := pl.Where(cid); where != "" {
+					status = "running on " + where
+				}
+			}
+			p.setWorker(wid, func(w *event.WorkerState) { w.ContainerID, w.Status = cid, status })
 		},
 	}
-	res := Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: h.runner.Endpoint, ExitCode: -1, Durations: pj.d}
+	res := Result{ID: spec.ID, InstanceID: spec.InstanceID, Host: h.backend.Name(), ExitCode: -1, Durations: pj.d}
 	hctx, release := p.onHost(ctx, h)
-	res = h.runner.finish(hctx, spec, pj.id, pj.err, res, lines.write, hooks)
+	res = finish(hctx, h.backend, func(id string) time.Duration { p.removeLater(h, id); return 0 },
+		spec, pj.id, pj.err, res, lines.write, hooks)
 	release()
 	pj.id, pj.h = "", nil
 	lines.flush()
 	if res.Infra != nil && retryable(res.Infra) && !errors.Is(res.Infra, ErrHostDown) {
 		p.checkHost(h, res.Infra)
 	}
-	return res
+	return res, h
 }
 
 // StateEvery is how often the pool publishes its state, when it changed.
@@ -558,15 +572,15 @@ func (p *Pool) Close(ctx context.Context) error {
 		}
 		var errs []error
 		for _, h := range p.hosts {
-			if h.docker == nil {
+			if h.backend == nil {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-			if _, err := ReapRun(rctx, h.docker, p.opts.RunID); err != nil && h.up {
+			if _, err := h.backend.Reap(rctx, Reaping{RunID: p.opts.RunID}); err != nil && h.up {
 				errs = append(errs, err)
 			}
 			cancel()
-			h.docker.Close()
+			h.backend.Close()
 		}
 		p.closeErr = errors.Join(p.closeErr, errors.Join(errs...))
 	})

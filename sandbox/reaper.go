@@ -73,14 +73,7 @@ func ownerAlive(label string) bool {
 // stale says whether a managed container belongs to no live evaluation: its
 // owner process is gone or its deadline has passed.
 func stale(c container.Summary, now time.Time) bool {
-	if d, err := strconv.ParseInt(c.Labels[LabelDeadline], 10, 64); err == nil && now.Unix() > d {
-		return true
-	}
-	o, ok := c.Labels[LabelOwner]
-	if !ok {
-		return c.State != "running" // no owner label: only what has stopped
-	}
-	return !ownerAlive(o)
+	return Stale(c.Labels, c.State == "running", now)
 }
 
 // Reap removes the managed containers on d that no live run owns (left by a
