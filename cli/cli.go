@@ -16,6 +16,8 @@ import (
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
+	// k8s:// hosts in sandbox.hosts: evaluations as Pods.
+	_ "github.com/swetui/swetui/sandbox/kube"
 )
 
 // Exit codes, a stable contract (docs/ARCHITECTURE.md §3).

@@ -228,6 +228,19 @@ type Sandbox struct {
 	// ReadOnlyRoot makes the root filesystem read-only, the workdir, /tmp
 	// and /swetui writable.
 	ReadOnlyRoot bool `toml:"read_only_root"`
+	// Kubernetes configures the hosts that are Kubernetes namespaces
+	// (k8s://[context]/namespace in Hosts).
+	Kubernetes Kubernetes `toml:"kubernetes"`
+}
+
+// Kubernetes configures the evaluations' Pods on a k8s:// host.
+type Kubernetes struct {
+	// Registry is where the Pods pull the images from, host[:port][/prefix]
+	// ("" = prepare.registry; with neither, the image names as they are).
+	Registry         string   `toml:"registry"`
+	ImagePullPolicy  string   `toml:"image_pull_policy"`  // Always, IfNotPresent or Never
+	ImagePullSecrets []string `toml:"image_pull_secrets"` // Secrets in the namespace
+	RuntimeClass     string   `toml:"runtime_class"`      // e.g. gvisor, kata; "" = the cluster's default
 }
 
 // Prepare says how `swetui prepare` gets the images of a dataset whose
@@ -366,6 +379,7 @@ func Default() Config {
 			SimilarityWeight: 0.5, HunkCredit: 0.5, RejectNoop: true},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest",
+			Kubernetes: Kubernetes{ImagePullPolicy: "IfNotPresent", ImagePullSecrets: []string{}},
 			DiskMB: 1024, TmpMB: 256, CapAdd: []string{}, ReadOnlyRoot: true},
 		Prepare:  Prepare{History: HistoryBase, ImagePer: ImagePerAuto, Install: []string{}, Network: "none"},
 		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100, SaveEvery: 50, Shipped: true},

@@ -179,9 +179,14 @@ func Validate(cfg Config) error {
 	}
 	check(b.Image == "", "sandbox.image", `""`, "must name the image of the embedded suite")
 	for i, h := range b.Hosts {
-		ok := strings.HasPrefix(h, "unix://") || strings.HasPrefix(h, "tcp://") || strings.HasPrefix(h, "ssh://")
-		check(!ok, fmt.Sprintf("sandbox.hosts[%d]", i), fmt.Sprintf("%q", h), "must start with unix://, tcp:// or ssh://")
+		ok := strings.HasPrefix(h, "unix://") || strings.HasPrefix(h, "tcp://") || strings.HasPrefix(h, "ssh://") ||
+			strings.HasPrefix(h, "k8s://")
+		check(!ok, fmt.Sprintf("sandbox.hosts[%d]", i), fmt.Sprintf("%q", h), "must start with unix://, tcp://, ssh:// or k8s://")
 	}
+	k := b.Kubernetes
+	oneOf("sandbox.kubernetes.image_pull_policy", k.ImagePullPolicy, "Always", "IfNotPresent", "Never")
+	check(strings.Contains(k.Registry, "://"), "sandbox.kubernetes.registry", fmt.Sprintf("%q", k.Registry),
+		`must be host[:port][/prefix], without a scheme`)
 
 	pr := cfg.Prepare
 	oneOf("prepare.history", pr.History, HistoryBase, HistoryFull)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/swetui/swetui/config"
 )
 
 // Backend is one place the pool runs evaluations: a Docker host (Runner) or
@@ -58,8 +60,9 @@ type Placement interface {
 
 // BackendConfig is what the pool gives each backend it opens.
 type BackendConfig struct {
-	RunID  string
-	Limits Limits
+	RunID      string
+	Limits     Limits
+	Kubernetes config.Kubernetes
 }
 
 // Opener opens the backend of an endpoint whose scheme it registered.

@@ -70,7 +70,7 @@ func hostLost(ctx context.Context) error {
 // a Docker daemon through Options.Dial.
 func (p *Pool) open(ctx context.Context, endpoint string) (Backend, error) {
 	if open := openerFor(endpoint); open != nil {
-		return open(ctx, endpoint, BackendConfig{RunID: p.opts.RunID, Limits: p.opts.Limits})
+		return open(ctx, endpoint, BackendConfig{RunID: p.opts.RunID, Limits: p.opts.Limits, Kubernetes: p.opts.Kubernetes})
 	}
 	d, err := p.opts.Dial(ctx, endpoint)
 	if err != nil {

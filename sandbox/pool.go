@@ -36,15 +36,26 @@ type Options struct {
 	RunID         string // labels containers; "" draws one
 	// Dial opens an endpoint (default Connect); tests substitute a fake.
 	Dial func(ctx context.Context, endpoint string) (Docker, error)
+	// Kubernetes configures the k8s:// hosts' Pods.
+	Kubernetes config.Kubernetes
 	// Events receives the pool's log batches, its state when it changes
 	// (at most every StateEvery) and hosts going down and coming back; nil
 	// discards them.
 	Events event.Publisher
 }
 
-// FromConfig turns the [sandbox] section into Options for run runID.
-func FromConfig(c config.Sandbox, runID string) Options {
+// FromConfig turns the [sandbox] section into Options for run runID; the
+// Kubernetes hosts pull from prepare.registry unless
+// sandbox.kubernetes.registry names another.
+func FromConfig(cfg config.Config, runID string) Options {
+	c := cfg.Sandbox
+	k := c.Kubernetes
+	k.ImagePullSecrets = append([]string(nil), k.ImagePullSecrets...)
+	if k.Registry == "" {
+		k.Registry = cfg.Prepare.Registry
+	}
 	return Options{
+		Kubernetes: k,
 		Hosts:   append([]string(nil), c.Hosts...),
 		Workers: c.Workers,
 		Queue:   c.Queue,

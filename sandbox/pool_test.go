@@ -431,9 +431,19 @@ func TestStale(t *testing.T) {
 }
 
 func TestFromConfig(t *testing.T) {
-	o := FromConfig(config.Default().Sandbox, "r1")
+	o := FromConfig(config.Default(), "r1")
 	if o.Workers != 2 || o.Timeout != 300*time.Second || o.Limits.LogCap != 1024<<10 || o.Limits.PidsLimit != 256 ||
-		o.Limits.MemoryMB != 2048 || o.Limits.CPUs != 1 || o.Retries != 2 || o.RunID != "r1" || o.Queue != 64 {
+		o.Limits.MemoryMB != 2048 || o.Limits.CPUs != 1 || o.Retries != 2 || o.RunID != "r1" || o.Queue != 64 ||
+		o.Kubernetes.ImagePullPolicy != "IfNotPresent" || o.Kubernetes.Registry != "" {
 		t.Errorf("%+v", o)
+	}
+	cfg := config.Default()
+	cfg.Prepare.Registry = "registry.example:5000/team"
+	if got := FromConfig(cfg, "r1").Kubernetes.Registry; got != cfg.Prepare.Registry {
+		t.Errorf("the Pods pull from %q, want prepare.registry %q", got, cfg.Prepare.Registry)
+	}
+	cfg.Sandbox.Kubernetes.Registry = "other:5000"
+	if got := FromConfig(cfg, "r1").Kubernetes.Registry; got != "other:5000" {
+		t.Errorf("sandbox.kubernetes.registry is not taken: %q", got)
 	}
 }
