@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/swetui/swetui/sandbox/kube"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,7 +140,7 @@ func mineRun(ctx context.Context, env Env, o mineOptions) error {
 	if err := prepareHost(ctx, env, d, []sandbox.ImageSource{img.ImageSource(ctx)}, nil); err != nil {
 		return fmt.Errorf("mine: %w", err)
 	}
-	opts := sandbox.FromConfig(cfg.Sandbox, "")
+	opts := sandbox.FromConfig(cfg, "")
 	opts.Hosts = []string{firstHost(cfg.Sandbox.Hosts)}
 	opts.Events = &messagePrinter{w: env.Stderr, start: time.Now()}
 	pool, err := sandbox.NewPool(ctx, opts)
@@ -217,11 +218,17 @@ func mineRun(ctx context.Context, env Env, o mineOptions) error {
 // firstHost is the Docker endpoint the miner uses: the first of
 // sandbox.hosts, else the local one.
 func firstHost(hosts []string) string {
-	if len(hosts) > 0 {
-		return hosts[0]
+	for _, h := range hosts {
+		if !isKubeHost(h) {
+			return h
+		}
 	}
 	return ""
 }
+
+// isKubeHost says whether a sandbox.hosts entry is a Kubernetes namespace,
+// which has no Docker daemon to build, copy out of or mine with.
+func isKubeHost(h string) bool { return strings.HasPrefix(h, kube.Scheme+"://") }
 
 // writeRecords writes the dataset, one JSON object a line, replacing path
 // only once it is whole.

@@ -67,7 +67,17 @@ func prepareRun(ctx context.Context, env Env, o prepareOptions) error {
 		}
 		sources = append(sources, im.src)
 	}
-	hosts := cfg.Sandbox.Hosts
+	// Kubernetes hosts have no daemon to build on: the images are made on
+	// the Docker hosts (the local one if there are none) and pushed to the
+	// registry the Pods pull from.
+	var hosts, kubeHosts []string
+	for _, h := range cfg.Sandbox.Hosts {
+		if isKubeHost(h) {
+			kubeHosts = append(kubeHosts, h)
+		} else {
+			hosts = append(hosts, h)
+		}
+	}
 	if len(hosts) == 0 {
 		hosts = []string{""}
 	}
@@ -88,6 +98,46 @@ func prepareRun(ctx context.Context, env Env, o prepareOptions) error {
 		}
 		peers = append(peers, d)
 	}
+	if len(kubeHosts) > 0 && len(peers) > 0 {
+		if err := pushForKube(ctx, env, cfg, peers[0], sources, kubeHosts); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pushForKube pushes every image of sources from d to the registry the
+// Kubernetes hosts' Pods pull from (sandbox.kubernetes.registry, else
+// prepare.registry), under the name the Pods ask for. Without a registry
+// only images the cluster can pull itself (not built here) are fine.
+func pushForKube(ctx context.Context, env Env, cfg config.Config, d sandbox.Docker, sources []sandbox.ImageSource, kubeHosts []string) error {
+	registry := sandbox.FromConfig(cfg, "").Kubernetes.Registry
+	if registry == "" {
+		for _, s := range sources {
+			if s.Context != nil {
+				return fmt.Errorf("prepare: %s builds %s here, and the Pods of %s can pull it only from a registry: set prepare.registry (or sandbox.kubernetes.registry)",
+					d.DaemonHost(), s.Name, strings.Join(kubeHosts, ", "))
+			}
+		}
+		fmt.Fprintf(env.Stderr, "no registry set: the Pods of %s pull the images by their own names\n", strings.Join(kubeHosts, ", "))
+		return nil
+	}
+	fmt.Fprintf(env.Stderr, "pushing %d image(s) to %s for %s\n", len(sources), registry, strings.Join(kubeHosts, ", "))
+	pr := &progressPrinter{w: env.Stderr, tty: env.IsTerminal}
+	start := time.Now()
+	var errs []error
+	n := 0
+	for _, s := range sources {
+		ref := sandbox.RegistryRef(registry, sandbox.RemoteImage(s.Name))
+		if err := sandbox.Push(ctx, d, s.Name, ref, pr.update); err != nil {
+			errs = append(errs, fmt.Errorf("prepare: push %s to %s for %s: %w", s.Name, ref, strings.Join(kubeHosts, ", "), err))
+			continue
+		}
+		n++
+	}
+	pr.finish()
+	fmt.Fprintf(env.Stdout, "%s: %d image(s) pushed for %s in %s\n", registry, n, strings.Join(kubeHosts, ", "),
+		time.Since(start).Round(time.Millisecond))
 	return errors.Join(errs...)
 }
 

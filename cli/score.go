@@ -150,7 +150,7 @@ func scoreRun(ctx context.Context, env Env, o scoreOptions) error {
 	// The pool starts on the first container evaluation: apply-only scoring
 	// against local repositories never needs Docker.
 	pool := &lazyPool{open: func() (*sandbox.Pool, error) {
-		opts := sandbox.FromConfig(cfg.Sandbox, "")
+		opts := sandbox.FromConfig(cfg, "")
 		// Hosts going down and back, retries and masked evaluations are
 		// said on stderr as they happen, as the headless run says them.
 		opts.Events = &messagePrinter{w: env.Stderr, start: time.Now()}

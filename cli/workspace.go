@@ -334,7 +334,7 @@ func (ws *workspace) sftDir() string {
 // (dockerErr says why not otherwise) and the scorer with the tasks'
 // repositories registered for host-side apply checks.
 func (ws *workspace) rewards(ctx context.Context, runID string, events event.Publisher) (sc *reward.Scorer, pool *sandbox.Pool, dockerErr error) {
-	opts := sandbox.FromConfig(ws.cfg.Sandbox, runID)
+	opts := sandbox.FromConfig(ws.cfg, runID)
 	opts.Events = events
 	pool, dockerErr = sandbox.NewPool(ctx, opts)
 	var ev reward.Evaluator
@@ -369,11 +369,7 @@ func imageFill(cfg config.Config, runID string, instanceOf func(repo string) *ta
 		if in == nil {
 			return fmt.Errorf("no task of %s names an image to copy it from", repo)
 		}
-		endpoint := ""
-		if len(cfg.Sandbox.Hosts) > 0 {
-			endpoint = cfg.Sandbox.Hosts[0]
-		}
-		d, err := sandbox.Connect(ctx, endpoint)
+		d, err := sandbox.Connect(ctx, firstHost(cfg.Sandbox.Hosts))
 		if err != nil {
 			return err
 		}

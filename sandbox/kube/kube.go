@@ -377,7 +377,9 @@ func (b *Backend) podFor(spec sandbox.Spec, now time.Time) (*corev1.Pod, error) 
 			fill = append(fill, fmt.Sprintf("if [ -d %s ]; then cp -a %s/. /fill/%s/; fi", shq(dir), shq(dir), name))
 		}
 	}
-	image := sandbox.RegistryRef(k.Registry, spec.Image)
+	// Where swetui prepare pushed it (an official SWE-bench image by its
+	// Docker Hub name).
+	image := sandbox.RegistryRef(k.Registry, sandbox.RemoteImage(spec.Image))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "swetui-eval-",
