@@ -19,6 +19,16 @@ build-blas:
 setup:
 	bash .ci/setup
 
+.PHONY: cluster-up cluster-down
+
+# Brings up the single-node Kubernetes test cluster on loopback (idempotent; builds its binaries first).
+cluster-up:
+	bash .ci/k8s/up.sh
+
+# Stops the test cluster and deletes its state (keeps the built binaries and images).
+cluster-down:
+	bash .ci/k8s/down.sh --purge
+
 # Static checks, every test (integration tests use the Docker Engine and the
 # images `make setup` builds), then the model again on the OpenBLAS build.
 test: check

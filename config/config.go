@@ -380,7 +380,7 @@ func Default() Config {
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest",
 			Kubernetes: Kubernetes{ImagePullPolicy: "IfNotPresent", ImagePullSecrets: []string{}},
-			DiskMB: 1024, TmpMB: 256, CapAdd: []string{}, ReadOnlyRoot: true},
+			DiskMB:     1024, TmpMB: 256, CapAdd: []string{}, ReadOnlyRoot: true},
 		Prepare:  Prepare{History: HistoryBase, ImagePer: ImagePerAuto, Install: []string{}, Network: "none"},
 		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100, SaveEvery: 50, Shipped: true},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},

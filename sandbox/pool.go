@@ -56,11 +56,11 @@ func FromConfig(cfg config.Config, runID string) Options {
 	}
 	return Options{
 		Kubernetes: k,
-		Hosts:   append([]string(nil), c.Hosts...),
-		Workers: c.Workers,
-		Queue:   c.Queue,
-		Timeout: time.Duration(c.TimeoutS) * time.Second,
-		User:    c.User,
+		Hosts:      append([]string(nil), c.Hosts...),
+		Workers:    c.Workers,
+		Queue:      c.Queue,
+		Timeout:    time.Duration(c.TimeoutS) * time.Second,
+		User:       c.User,
 		Limits: Limits{MemoryMB: c.MemoryMB, CPUs: c.CPUs, PidsLimit: c.PidsLimit, LogCap: c.LogCapKB << 10,
 			DiskMB: c.DiskMB, TmpMB: c.TmpMB, CapAdd: append([]string(nil), c.CapAdd...), WritableRoot: !c.ReadOnlyRoot},
 		Retries: c.Retries,

@@ -105,7 +105,7 @@ func benchStepDocker(b *testing.B, async bool, testSleep int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(cfg.Sandbox, fmt.Sprintf("bench-%d", os.Getpid())))
+	pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(cfg, fmt.Sprintf("bench-%d", os.Getpid())))
 	if err != nil {
 		b.Skipf("no Docker: %v", err)
 	}
