@@ -14,10 +14,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/internal/kubetest"
+	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
+	// The k8s:// scheme of the pool's hosts.
+	_ "github.com/swetui/swetui/sandbox/kube"
 )
 
 // diffAgainst is the git diff that turns the files of base into those of
@@ -205,10 +210,57 @@ func dockerScorer(t *testing.T, weights Weights) (*task.Instance, *Scorer) {
 	return inst, &Scorer{Weights: weights, Applier: a, Evaluator: &PoolEvaluator{Pool: dockerPool(t, d)}}
 }
 
+// kubeScorer is dockerScorer with the pool on the test cluster (the test
+// image pushed to its registry; the repository's owner by uid, as a Pod
+// runs).
+func kubeScorer(t *testing.T, weights Weights) (*task.Instance, *Scorer) {
+	t.Helper()
+	c := kubetest.Up(t)
+	d := dockerClient(t)
+	image := dockerImage(t, d)
+	c.Push(t, image)
+	dir, commit := makeRepo(t, dockerRepo)
+	inst := dockerInstance(image, commit)
+	a := &Applier{}
+	t.Cleanup(func() { a.Close() })
+	a.Register(inst.Repo, dir)
+	pool, err := sandbox.NewPool(context.Background(), sandbox.Options{
+		Hosts: []string{c.Host()}, Workers: 2, Queue: 32, Timeout: 2 * time.Minute, RunID: "reward-kube-" + sandbox.NewNonce()[:8], User: "1000",
+		Limits:     sandbox.Limits{MemoryMB: 512, CPUs: 0.5, PidsLimit: 128, LogCap: 1 << 20},
+		Kubernetes: config.Kubernetes{Registry: c.Registry, ImagePullPolicy: "IfNotPresent"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pool.Close(ctx); err != nil {
+			t.Errorf("pool close: %v", err)
+		}
+	})
+	return inst, &Scorer{Weights: weights, Applier: a, Evaluator: &PoolEvaluator{Pool: pool}}
+}
+
 // TestDockerHostilePatches scores every hostile case in a container.
 func TestDockerHostilePatches(t *testing.T) {
 	weights := WeightsFrom(config.Default().Reward)
 	inst, s := dockerScorer(t, weights)
+	checkHostilePatches(t, inst, s, weights)
+}
+
+// TestKubernetesHostilePatches scores every hostile case in a Pod of the
+// test cluster: they earn no more than in a container.
+func TestKubernetesHostilePatches(t *testing.T) {
+	weights := WeightsFrom(config.Default().Reward)
+	inst, s := kubeScorer(t, weights)
+	checkHostilePatches(t, inst, s, weights)
+}
+
+// checkHostilePatches scores every hostile case with s: none earns more
+// than 0, each is flagged, and the sandbox defeats those it can.
+func checkHostilePatches(t *testing.T, inst *task.Instance, s *Scorer, weights Weights) {
+	t.Helper()
 	cases := hostileCases()
 	diffs := make([]string, len(cases))
 	for i, c := range cases {
