@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-func runCLI(t *testing.T, args ...string) (int, string, string) {
+func runCLI(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
 	defaults, err := os.ReadFile("../config.toml")
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/swetui/swetui/task"
 )
 
-func readScoreReport(t *testing.T, path string) scoreReport {
+func readScoreReport(t testing.TB, path string) scoreReport {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
