@@ -159,13 +159,19 @@ func TestPodFaults(t *testing.T) {
 		expect string
 	}{
 		{"the timeout kills it", shell("echo started; sleep 600", 3*time.Second),
-			func(r sandbox.Result) bool { return r.TimedOut && r.ExitCode == 137 && strings.Contains(r.Log, "started") }, "timed out, 137"},
+			func(r sandbox.Result) bool {
+				return r.TimedOut && r.ExitCode == 137 && strings.Contains(r.Log, "started")
+			}, "timed out, 137"},
 		{"a log flood past the cap kills it", shell("yes flood", time.Minute),
 			func(r sandbox.Result) bool { return r.Truncated && len(r.Log) == 64<<10 }, "truncated at 64 KiB"},
 		{"the memory limit kills the hog", shell(`python3 -c 'b = bytearray(600 << 20); print("allocated")'; echo "exit $?"`, time.Minute),
-			func(r sandbox.Result) bool { return r.ExitCode == 0 && strings.Contains(r.Log, "exit 137") && !strings.Contains(r.Log, "allocated") }, "the hog OOM-killed (137)"},
+			func(r sandbox.Result) bool {
+				return r.ExitCode == 0 && strings.Contains(r.Log, "exit 137") && !strings.Contains(r.Log, "allocated")
+			}, "the hog OOM-killed (137)"},
 		{"no file grows past the disk bound", shell(`head -c 40M /dev/zero > /work/big; echo "exit $?"; stat -c %s /work/big`, time.Minute),
-			func(r sandbox.Result) bool { return strings.Contains(r.Log, "exit 153") && strings.Contains(r.Log, "16777216") }, "SIGXFSZ at 16 MiB"},
+			func(r sandbox.Result) bool {
+				return strings.Contains(r.Log, "exit 153") && strings.Contains(r.Log, "16777216")
+			}, "SIGXFSZ at 16 MiB"},
 		{"writing past the disk bound kills it", shell(`for i in $(seq 40); do head -c 4M /dev/zero > /work/f$i; sleep 0.2; done; echo survived`, time.Minute),
 			func(r sandbox.Result) bool { return r.DiskLimit && !strings.Contains(r.Log, "survived") }, "disk limit"},
 		{"the exit status is the API's", shell("exit 3", time.Minute),
