@@ -382,7 +382,7 @@ func (b *Backend) podFor(spec sandbox.Spec, now time.Time) (*corev1.Pod, error) 
 	image := sandbox.RegistryRef(k.Registry, sandbox.RemoteImage(spec.Image))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "swetui-eval-",
+			GenerateName: "swetui-", // 12 characters with the suffix: the console's container column
 			Labels: map[string]string{
 				sandbox.LabelManaged: "true",
 				sandbox.LabelRun:     LabelValue(b.cfg.RunID),
