@@ -30,6 +30,11 @@ case "${1:-}" in
       running "$c" || fail "" "$c is not running: bring the cluster up with .ci/k8s/up.sh"
     done
     [ -f "$K/conf/kubelet-config.yaml" ] || fail "" "no kubelet config in $K/conf: run .ci/k8s/up.sh"
+    # start() drops the env file (the cluster is not known to be up while a
+    # component starts); the cluster was up before the kubelet went, so it
+    # comes back once the node is Ready again.
+    saved=""
+    [ -f "$K/env" ] && saved=$(cat "$K/env")
     if running kubelet; then
       log "kubelet already running"
     else
@@ -37,6 +42,9 @@ case "${1:-}" in
       start_kubelet
     fi
     wait_node_ready
+    if [ -n "$saved" ]; then
+      printf '%s\n' "$saved" >"$K/env.tmp" && mv "$K/env.tmp" "$K/env"
+    fi
     log "node $NODE Ready"
     ;;
   status)

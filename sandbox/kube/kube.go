@@ -35,12 +35,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/klog/v2"
+
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -54,7 +57,13 @@ import (
 // Scheme is the endpoint scheme of a Kubernetes host.
 const Scheme = "k8s"
 
-func init() { sandbox.RegisterScheme(Scheme, Open) }
+func init() {
+	sandbox.RegisterScheme(Scheme, Open)
+	// client-go logs through klog to stderr (a broken exec stream, a failed
+	// websocket ping): under the console that would write over the screen,
+	// and each such error reaches the evaluation's Result anyway.
+	klog.SetLogger(logr.Discard())
+}
 
 // Annotations beside the labels (a label value cannot hold an owner or a
 // long run name).
