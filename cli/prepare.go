@@ -56,6 +56,15 @@ func prepareRun(ctx context.Context, env Env, o prepareOptions) error {
 	}
 	if o.DryRun {
 		printPlan(env.Stdout, cfg, plan)
+		for _, h := range cfg.Sandbox.Hosts {
+			if isKubeHost(h) {
+				reg := sandbox.FromConfig(cfg, "").Kubernetes.Registry
+				if reg == "" {
+					reg = "no registry set: the cluster pulls them by their own names"
+				}
+				fmt.Fprintf(env.Stdout, "\nkubernetes host %s: its Pods pull the images from %s\n", h, reg)
+			}
+		}
 		return nil
 	}
 	var sources []sandbox.ImageSource

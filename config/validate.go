@@ -6,6 +6,7 @@ import (
 	"net"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -184,6 +185,12 @@ func Validate(cfg Config) error {
 		check(!ok, fmt.Sprintf("sandbox.hosts[%d]", i), fmt.Sprintf("%q", h), "must start with unix://, tcp://, ssh:// or k8s://")
 	}
 	k := b.Kubernetes
+	for _, h := range b.Hosts {
+		if strings.HasPrefix(h, "k8s://") && b.User != "" && b.User != "root" && !numericUser(b.User) {
+			check(true, "sandbox.user", fmt.Sprintf("%q", b.User), fmt.Sprintf("must be numeric (uid[:gid]) with a Kubernetes host (%s): a Pod runs as a number", h))
+			break
+		}
+	}
 	oneOf("sandbox.kubernetes.image_pull_policy", k.ImagePullPolicy, "Always", "IfNotPresent", "Never")
 	check(strings.Contains(k.Registry, "://"), "sandbox.kubernetes.registry", fmt.Sprintf("%q", k.Registry),
 		`must be host[:port][/prefix], without a scheme`)
@@ -293,4 +300,14 @@ func CheckTemperature(t float64, greedy bool) error {
 		return fmt.Errorf("must be positive")
 	}
 	return nil
+}
+
+// numericUser says whether u is uid or uid:gid.
+func numericUser(u string) bool {
+	for _, part := range strings.SplitN(u, ":", 2) {
+		if _, err := strconv.ParseUint(part, 10, 32); err != nil {
+			return false
+		}
+	}
+	return true
 }

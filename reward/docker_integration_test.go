@@ -113,6 +113,13 @@ func dockerPool(t *testing.T, d *client.Client) *sandbox.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtCleanup(t, pool)
+	return pool
+}
+
+// closeAtCleanup closes pool when the test ends, failing it when the
+// pool's sandboxes do not all go.
+func closeAtCleanup(t *testing.T, pool *sandbox.Pool) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -120,7 +127,6 @@ func dockerPool(t *testing.T, d *client.Client) *sandbox.Pool {
 			t.Errorf("pool close: %v", err)
 		}
 	})
-	return pool
 }
 
 func dockerInstance(image, commit string) *task.Instance {

@@ -232,13 +232,7 @@ func kubeScorer(t *testing.T, weights Weights) (*task.Instance, *Scorer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := pool.Close(ctx); err != nil {
-			t.Errorf("pool close: %v", err)
-		}
-	})
+	closeAtCleanup(t, pool)
 	return inst, &Scorer{Weights: weights, Applier: a, Evaluator: &PoolEvaluator{Pool: pool}}
 }
 

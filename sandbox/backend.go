@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,30 +91,6 @@ func openerFor(endpoint string) Opener {
 	schemesMu.RLock()
 	defer schemesMu.RUnlock()
 	return schemes[scheme]
-}
-
-// CheckEndpoint says whether endpoint names a backend this build can open:
-// a Docker endpoint or one of a registered scheme.
-func CheckEndpoint(endpoint string) error {
-	scheme, _, ok := strings.Cut(endpoint, "://")
-	if !ok || endpoint == "" {
-		return nil
-	}
-	switch scheme {
-	case "unix", "tcp", "ssh", "http", "https", "npipe":
-		return nil
-	}
-	if openerFor(endpoint) != nil {
-		return nil
-	}
-	schemesMu.RLock()
-	known := []string{"unix", "tcp", "ssh"}
-	for s := range schemes {
-		known = append(known, s)
-	}
-	schemesMu.RUnlock()
-	sort.Strings(known[3:])
-	return fmt.Errorf("host %q: unknown scheme %q (known: %s)", endpoint, scheme, strings.Join(known, ", "))
 }
 
 // Procs are the two things a Driver needs of a started sandbox.

@@ -333,3 +333,18 @@ func TestHelperHoldsPod(t *testing.T) {
 	}
 	p.Run(context.Background(), shell("echo started; sleep 600", 10*time.Minute))
 }
+
+// TestMissingImageIsInfra: a Pod whose image the registry lacks is an
+// infrastructure failure that says what to do, not a failed test, and its
+// Pod goes.
+func TestMissingImageIsInfra(t *testing.T) {
+	c := cluster(t)
+	p := newPool(t, c, []string{c.Host()}, limits(), nil)
+	spec := shell("echo never", time.Minute)
+	spec.Image = "swetui/never-pushed:1"
+	res, err := p.Run(context.Background(), spec)
+	if err != nil || res.Infra == nil || !strings.Contains(res.Infra.Error(), "swetui prepare") ||
+		!strings.Contains(res.Infra.Error(), c.Registry+"/swetui/never-pushed:1") || res.Attempts != 3 {
+		t.Errorf("attempts %d infra %v err %v", res.Attempts, res.Infra, err)
+	}
+}
