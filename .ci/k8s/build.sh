@@ -2,8 +2,8 @@
 # Builds the test cluster's Kubernetes binaries (kube-apiserver, kube-scheduler,
 # kubelet v1.37.2) from the Go module proxy into $SWETUI_K8S_DIR/bin, with Go's
 # default caches so a rebuild on the same machine only links (about a minute;
-# a cold build took 6 min 10 s wall, 11.5 min of CPU, on an idle 2-core box). Binaries already built from the same
-# go.sum are kept.
+# a cold build took 6 min 10 s wall, 11.5 min of CPU, on an idle 2-core box).
+# Binaries already built from the same go.sum are kept.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 K=${SWETUI_K8S_DIR:-${TMPDIR:-/tmp}/swetui-k8s}
