@@ -241,39 +241,47 @@ func (b *Backend) ensureDenyAll(ctx context.Context) {
 	}
 }
 
-// fit is how many evaluations fit at once: the least of what each of the
-// namespace's ResourceQuotas allows (cpu, memory, pods) and what the Ready,
-// schedulable nodes' allocatable CPU and memory hold, each node counted
-// whole Pods at a time; 0 when nothing bounds it.
+// fit reads the namespace's ResourceQuotas and the nodes (each where the
+// runner may) and says how many evaluations fit at once (see Fit).
 func (b *Backend) fit(ctx context.Context) int {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	cpu, mem := b.podCPU(), b.podMemory()
-	best := math.MaxInt
-	bound := func(n int) {
-		if n < best {
-			best = n
-		}
+	var quotas []corev1.ResourceQuota
+	if list, err := b.cs.CoreV1().ResourceQuotas(b.namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		quotas = list.Items
 	}
-	if quotas, err := b.cs.CoreV1().ResourceQuotas(b.namespace).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, q := range quotas.Items {
-			for name, hard := range q.Spec.Hard {
-				switch name {
-				case corev1.ResourceLimitsCPU, corev1.ResourceRequestsCPU, corev1.ResourceCPU:
-					bound(int(hard.MilliValue() / cpu.MilliValue()))
-				case corev1.ResourceLimitsMemory, corev1.ResourceRequestsMemory, corev1.ResourceMemory:
-					if mem.Value() > 0 {
-						bound(int(hard.Value() / mem.Value()))
-					}
-				case corev1.ResourcePods:
-					bound(int(hard.Value()))
+	var nodes []corev1.Node
+	if list, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		nodes = list.Items
+	}
+	return Fit(quotas, nodes, b.podCPU(), b.podMemory())
+}
+
+// Fit is how many Pods of cpu and mem fit at once: the least of what each
+// quota allows (its cpu, memory and pods, limits or requests) and of what
+// the Ready, schedulable nodes hold, each node counted in whole Pods by its
+// allocatable CPU, memory and pods. 0 when nothing bounds it (no quota, no
+// node known); at least 1 otherwise, so a run is never starved by rounding.
+func Fit(quotas []corev1.ResourceQuota, nodes []corev1.Node, cpu, mem resource.Quantity) int {
+	best := math.MaxInt
+	bound := func(n int) { best = min(best, n) }
+	for _, q := range quotas {
+		for name, hard := range q.Spec.Hard {
+			switch name {
+			case corev1.ResourceLimitsCPU, corev1.ResourceRequestsCPU, corev1.ResourceCPU:
+				bound(int(hard.MilliValue() / cpu.MilliValue()))
+			case corev1.ResourceLimitsMemory, corev1.ResourceRequestsMemory, corev1.ResourceMemory:
+				if mem.Value() > 0 {
+					bound(int(hard.Value() / mem.Value()))
 				}
+			case corev1.ResourcePods:
+				bound(int(hard.Value()))
 			}
 		}
 	}
-	if nodes, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+	if len(nodes) > 0 {
 		total := 0
-		for _, n := range nodes.Items {
+		for _, n := range nodes {
 			if !nodeReady(n) || n.Spec.Unschedulable {
 				continue
 			}
@@ -288,9 +296,7 @@ func (b *Backend) fit(ctx context.Context) int {
 			}
 			total += per
 		}
-		if len(nodes.Items) > 0 {
-			bound(total)
-		}
+		bound(total)
 	}
 	if best == math.MaxInt {
 		return 0

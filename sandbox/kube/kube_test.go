@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/sandbox"
@@ -168,6 +169,50 @@ func TestPodStarted(t *testing.T) {
 		ok, err := podStarted(tt.pod)
 		if ok != tt.running || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("%s: %v %v", tt.name, ok, err)
+		}
+	}
+}
+
+// TestFit counts whole Pods on hand-made quotas and nodes.
+func TestFit(t *testing.T) {
+	q := func(kv ...string) corev1.ResourceQuota {
+		hard := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			hard[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return corev1.ResourceQuota{Spec: corev1.ResourceQuotaSpec{Hard: hard}}
+	}
+	node := func(cpu, mem, pods string, ready bool) corev1.Node {
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		return corev1.Node{Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem),
+				corev1.ResourcePods: resource.MustParse(pods)},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}}}
+	}
+	cpu, mem := resource.MustParse("500m"), resource.MustParse("1Gi")
+	tests := []struct {
+		name   string
+		quotas []corev1.ResourceQuota
+		nodes  []corev1.Node
+		want   int
+	}{
+		{"nothing known", nil, nil, 0},
+		{"one 2-CPU node: 4 half-CPU pods", nil, []corev1.Node{node("2", "16Gi", "110", true)}, 4},
+		{"memory binds: 3 Gi holds 3", nil, []corev1.Node{node("8", "3Gi", "110", true)}, 3},
+		{"whole pods per node: 2x 1.5 CPU is 2x3, not 6 of 3 CPU summed", nil,
+			[]corev1.Node{node("1500m", "16Gi", "110", true), node("1500m", "16Gi", "110", true)}, 6},
+		{"a NotReady node holds nothing", nil, []corev1.Node{node("2", "16Gi", "110", true), node("64", "256Gi", "110", false)}, 4},
+		{"the quota's limits.cpu", []corev1.ResourceQuota{q("limits.cpu", "3")}, []corev1.Node{node("64", "256Gi", "110", true)}, 6},
+		{"the least of the quota's keys", []corev1.ResourceQuota{q("limits.cpu", "8", "limits.memory", "5Gi", "pods", "20")}, nil, 5},
+		{"the quota's pods", []corev1.ResourceQuota{q("pods", "2")}, []corev1.Node{node("64", "256Gi", "110", true)}, 2},
+		{"rounding down to none still runs one", []corev1.ResourceQuota{q("limits.cpu", "250m")}, nil, 1},
+	}
+	for _, tt := range tests {
+		if got := Fit(tt.quotas, tt.nodes, cpu, mem); got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
 		}
 	}
 }
