@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -90,8 +91,8 @@ type Backend struct {
 	rest      *rest.Config
 	cfg       sandbox.BackendConfig
 	drv       sandbox.Driver
-	capacity  int
-	notes     []string // what Open learned and a user should know (no NetworkPolicy, ...)
+	capacity  atomic.Int64 // refreshed by every Ping: nodes come and go
+	notes     []string     // what Open learned and a user should know (no NetworkPolicy, ...)
 
 	mu    sync.Mutex
 	nodes map[string]string // Pod -> node, while it runs
@@ -142,7 +143,6 @@ func Open(ctx context.Context, endpoint string, cfg sandbox.BackendConfig) (sand
 		return nil, err
 	}
 	b.ensureDenyAll(ctx)
-	b.capacity = b.fit(ctx)
 	return b, nil
 }
 
@@ -150,7 +150,7 @@ func Open(ctx context.Context, endpoint string, cfg sandbox.BackendConfig) (sand
 func (b *Backend) Name() string { return b.endpoint }
 
 // Capacity is how many evaluations fit at once (0: no bound known).
-func (b *Backend) Capacity() int { return b.capacity }
+func (b *Backend) Capacity() int { return int(b.capacity.Load()) }
 
 // Notes are what Open found that limits the guarantees (no NetworkPolicy
 // allowed, no node list), for the user.
@@ -171,10 +171,20 @@ func (b *Backend) Close() error { return nil }
 
 // Ping checks that the API server answers for the namespace and, where the
 // nodes can be read, that one of them is Ready with a fresh heartbeat: a
-// cluster whose kubelets are gone takes no more evaluations.
+// cluster whose kubelets are gone takes no more evaluations. A host that
+// answers has its capacity worked out again (the pool pings every few
+// seconds, so a cluster that scales is followed).
 func (b *Backend) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	if err := b.alive(ctx); err != nil {
+		return err
+	}
+	b.capacity.Store(int64(b.fit(ctx)))
+	return nil
+}
+
+func (b *Backend) alive(ctx context.Context) error {
 	if _, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("kubernetes host %s: list pods in namespace %s: %w", b.endpoint, b.namespace, err)
 	}
@@ -244,8 +254,6 @@ func (b *Backend) ensureDenyAll(ctx context.Context) {
 // fit reads the namespace's ResourceQuotas and the nodes (each where the
 // runner may) and says how many evaluations fit at once (see Fit).
 func (b *Backend) fit(ctx context.Context) int {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
 	var quotas []corev1.ResourceQuota
 	if list, err := b.cs.CoreV1().ResourceQuotas(b.namespace).List(ctx, metav1.ListOptions{}); err == nil {
 		quotas = list.Items
