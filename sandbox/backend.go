@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -167,7 +168,7 @@ func (dr *Driver) Drive(ctx context.Context, spec Spec, p Procs, onLog func([]by
 		defer cancel()
 		if err := p.Kill(kctx); err != nil {
 			killMu.Lock()
-			res.Infra = joinErr(res.Infra, err)
+			res.Infra = errors.Join(res.Infra, err)
 			killMu.Unlock()
 		}
 	}()
@@ -215,7 +216,7 @@ func (dr *Driver) Drive(ctx context.Context, spec Spec, p Procs, onLog func([]by
 	res.Log = logs.String()
 	res.Truncated = res.Truncated || logs.truncated
 	if v := logs.panicValue(); v != nil {
-		res.Infra = joinErr(res.Infra, fmt.Errorf("evaluation %s: log consumer %w: %v", spec.ID, ErrPanic, v))
+		res.Infra = errors.Join(res.Infra, fmt.Errorf("evaluation %s: log consumer %w: %v", spec.ID, ErrPanic, v))
 	}
 }
 
@@ -232,13 +233,6 @@ func RecordFailure(ctx context.Context, res *Result, err error) {
 		return
 	}
 	res.Infra = err
-}
-
-func joinErr(a, b error) error {
-	if a == nil {
-		return b
-	}
-	return fmt.Errorf("%w; %w", a, b)
 }
 
 // finish runs sandbox id of b, made by Create (createErr is its error), to
@@ -274,9 +268,7 @@ func finish(ctx context.Context, b Backend, discard func(id string) time.Duratio
 // took; errors are dropped (the reaper takes what is left).
 func removeNow(b Backend, id string) time.Duration {
 	t0 := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
-	defer cancel()
-	_ = b.Remove(ctx, id)
+	_ = removeSandbox(b, id)
 	return time.Since(t0)
 }
 

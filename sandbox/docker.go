@@ -96,12 +96,7 @@ func Connect(ctx context.Context, endpoint string) (*client.Client, error) {
 // ping checks that the daemon behind d answers, with an error that says
 // which endpoint was tried and what to do about it.
 func ping(ctx context.Context, d Docker, endpoint string) error {
-	return pingWithin(ctx, d, endpoint, pingTimeout)
-}
-
-// pingWithin is ping with its own bound.
-func pingWithin(ctx context.Context, d Docker, endpoint string, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if _, err := d.Ping(ctx); err != nil {
 		return unreachable(endpoint, d.DaemonHost(), err)

@@ -216,7 +216,6 @@ func (p *Pool) pickHost(ctx context.Context, avoid *host) (*host, error) {
 			p.mu.Unlock()
 			select {
 			case <-changed:
-			case <-p.freed:
 			case <-ctx.Done():
 				return nil, fmt.Errorf("wait for a host with room: %w: %w", ErrNoHost, ctx.Err())
 			}

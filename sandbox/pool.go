@@ -85,8 +85,7 @@ type Pool struct {
 	timeouts   int
 	infra      int
 	retries    int
-	changed    chan struct{}   // closed (and replaced) when a host comes back
-	freed      chan struct{}   // signalled when a host slot frees (pickHost waits on full hosts)
+	changed    chan struct{}   // closed (and replaced) when a host comes back or a slot frees (pickHost waits on it)
 	waiting    int             // jobs taken from the queue that no worker runs yet
 	latencies  []time.Duration // ring of the last latencyWindow totals
 	latencyPos int
@@ -146,7 +145,7 @@ func NewPool(ctx context.Context, opts Options) (*Pool, error) {
 		opts.Events = event.Discard
 	}
 	p := &Pool{opts: opts, queue: make(chan *job, opts.Queue), ready: make(chan *prepared),
-		changed: make(chan struct{}), freed: make(chan struct{}, 1)}
+		changed: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.noHostWait = opts.HostRetry + pingTimeout + time.Second
 	var errs []error
@@ -382,15 +381,13 @@ func (p *Pool) release(pj *prepared) {
 	}
 }
 
-// leave gives back a slot of h and wakes a preparer waiting for room.
+// leave gives back a slot of h and wakes the preparers waiting for room.
 func (p *Pool) leave(h *host) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	h.active--
-	p.mu.Unlock()
-	select {
-	case p.freed <- struct{}{}:
-	default:
-	}
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // work is worker id's loop.

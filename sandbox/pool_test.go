@@ -447,3 +447,70 @@ func TestFromConfig(t *testing.T) {
 		t.Errorf("sandbox.kubernetes.registry is not taken: %q", got)
 	}
 }
+
+// boundedRunner is a Docker backend that says it holds only room
+// evaluations, as a Kubernetes namespace does.
+type boundedRunner struct {
+	*Runner
+	room int
+}
+
+func (b boundedRunner) Capacity() int { return b.room }
+
+// TestPoolHonoursCapacity: a host that holds one evaluation at a time never
+// runs two, and the second waits for the first rather than failing.
+func TestPoolHonoursCapacity(t *testing.T) {
+	f := newFake("bounded", fakeImage)
+	RegisterScheme("bounded", func(ctx context.Context, ep string, cfg BackendConfig) (Backend, error) {
+		return boundedRunner{Runner: &Runner{Docker: f, Endpoint: ep, RunID: cfg.RunID, Limits: cfg.Limits}, room: 1}, nil
+	})
+	rec := newRecorder(64)
+	p := fakePool(t, Options{Workers: 3, Queue: 8, Hosts: []string{"bounded://one"}, Events: rec})
+	var chans []<-chan Result
+	for i := range 3 {
+		ch, err := p.Submit(context.Background(), fspec(fmt.Sprint(i), "sleep 100ms\nprint ok"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+	}
+	most := 0
+	done := 0
+	for done < 3 {
+		select {
+		case res := <-chans[0]:
+			chans[0] = nil
+			checkOK(t, res)
+			done++
+		case res := <-chans[1]:
+			chans[1] = nil
+			checkOK(t, res)
+			done++
+		case res := <-chans[2]:
+			chans[2] = nil
+			checkOK(t, res)
+			done++
+		case <-time.After(5 * time.Millisecond):
+		}
+		busy := 0
+		for _, w := range p.State().Workers {
+			if w.Busy {
+				busy++
+			}
+		}
+		most = max(most, busy)
+		if h := p.State().Hosts[0]; h.Active > 1 {
+			t.Fatalf("%d evaluations on a host that holds 1", h.Active)
+		}
+	}
+	if most != 1 {
+		t.Errorf("at most %d ran at once, want 1", most)
+	}
+}
+
+func checkOK(t *testing.T, res Result) {
+	t.Helper()
+	if res.Infra != nil || res.ExitCode != 0 || res.Log != "ok\n" {
+		t.Errorf("exit %d infra %v log %q", res.ExitCode, res.Infra, res.Log)
+	}
+}

@@ -84,12 +84,6 @@ func Reap(ctx context.Context, d Docker) (int, error) {
 		func(c container.Summary) bool { return stale(c, time.Now()) })
 }
 
-// ReapRun removes every container of run runID on d, running or not: the
-// teardown of a run. It is idempotent.
-func ReapRun(ctx context.Context, d Docker, runID string) (int, error) {
-	return reap(ctx, d, runFilter(runID), func(container.Summary) bool { return true })
-}
-
 func runFilter(runID string) filters.Args {
 	return filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelRun+"="+runID))
 }
