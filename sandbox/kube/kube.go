@@ -380,6 +380,9 @@ func (b *Backend) podFor(spec sandbox.Spec, now time.Time) (*corev1.Pod, error) 
 		RunAsUser:                user,
 		RunAsGroup:               group,
 	}
+	if user != nil && *user != 0 {
+		sec.RunAsNonRoot = &yes // what the restricted Pod Security level asks to see
+	}
 	var env []corev1.EnvVar
 	for _, kv := range spec.Env {
 		name, value, _ := strings.Cut(kv, "=")

@@ -139,6 +139,11 @@ func TestPodConfinement(t *testing.T) {
 	if pod, _ := b.podFor(spec, time.Now()); len(pod.Spec.InitContainers) != 0 || *pod.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem {
 		t.Error("a spec that needs a writable root got a read-only one")
 	}
+	spec.User = "1000"
+	if pod, _ := b.podFor(spec, time.Now()); *pod.Spec.Containers[0].SecurityContext.RunAsUser != 1000 ||
+		!*pod.Spec.Containers[0].SecurityContext.RunAsNonRoot {
+		t.Error("a numeric user is not run as, non-root")
+	}
 	spec.User = "swetui"
 	if _, err := b.podFor(spec, time.Now()); err == nil || !strings.Contains(err.Error(), "numeric") {
 		t.Errorf("a user name: %v", err)
