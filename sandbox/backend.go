@@ -287,9 +287,6 @@ func Stale(labels map[string]string, running bool, now time.Time) bool {
 	return !ownerAlive(o)
 }
 
-// OwnerID names this process for the owner label: hostname/pid/start.
-func OwnerID() string { return ownerID() }
-
 // DeadlineOf is the unix time after which no evaluation of spec can still
 // use its sandbox, whoever owns it: it may wait for a free worker (a
 // timeout at most), then run (one more), and the kill and removal take a
@@ -297,14 +294,6 @@ func OwnerID() string { return ownerID() }
 func DeadlineOf(spec Spec, now time.Time) time.Time {
 	return now.Add(2*spec.Timeout + 2*time.Minute)
 }
-
-// WritableDirs are the folders of spec that stay writable on a read-only
-// root (the workdir and the script's folder), and that the disk bound
-// measures.
-func WritableDirs(spec Spec) []string { return writableDirs(spec) }
-
-// TmpMB is the size of the sandbox's /tmp.
-func TmpMB(l Limits) int { return tmpMB(l) }
 
 // SandboxFiles are the files an evaluation's sandbox gets: spec's and its
 // script.
@@ -315,11 +304,6 @@ func SandboxFiles(spec Spec) map[string][]byte {
 	}
 	return files
 }
-
-// TarFiles packs the files (absolute, clean paths) that lie under root into
-// a tar archive rooted there and takes them out of files; nil when none
-// does. Scripts (*.sh) get mode 0755.
-func TarFiles(files map[string][]byte, root string) ([]byte, error) { return tarFiles(files, root) }
 
 // CheckSpec is the check every backend makes before creating anything.
 func CheckSpec(spec Spec) error {

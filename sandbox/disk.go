@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// writableDirs are the folders of spec that stay writable on a read-only
+// WritableDirs are the folders of spec that stay writable on a read-only
 // root, and that the disk bound measures.
-func writableDirs(spec Spec) []string {
+func WritableDirs(spec Spec) []string {
 	dirs := []string{path.Dir(ScriptPath)}
 	if w := path.Clean(spec.Workdir); spec.Workdir != "" && w != "/" && w != path.Dir(ScriptPath) {
 		dirs = append(dirs, w)
@@ -19,7 +19,8 @@ func writableDirs(spec Spec) []string {
 	return dirs
 }
 
-func tmpMB(l Limits) int {
+// TmpMB is the size of the sandbox's /tmp in MiB.
+func TmpMB(l Limits) int {
 	if l.TmpMB > 0 {
 		return l.TmpMB
 	}
@@ -32,7 +33,7 @@ func tmpMB(l Limits) int {
 // with the steps, a busy host let fast writes into the base and the bound
 // was never passed. known is false when the measure failed.
 func (dr *Driver) diskBaseOf(p Procs, spec Spec) (kb int64, known bool) {
-	key := spec.Image + "\x00" + strings.Join(writableDirs(spec), "\x00")
+	key := spec.Image + "\x00" + strings.Join(WritableDirs(spec), "\x00")
 	if v, ok := dr.diskBase.Load(key); ok {
 		return v.(int64), true
 	}
@@ -48,7 +49,7 @@ func diskUsage(p Procs, spec Spec) (int64, bool) {
 	var buf bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), DiskEvery+5*time.Second)
 	defer cancel()
-	cmd := append([]string{"du", "-skxc", "--"}, writableDirs(spec)...)
+	cmd := append([]string{"du", "-skxc", "--"}, WritableDirs(spec)...)
 	if _, err := p.Exec(ctx, cmd, spec.User, &limitedBuffer{b: &buf, max: 1 << 16}); err != nil {
 		return 0, false
 	}

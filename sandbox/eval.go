@@ -132,7 +132,7 @@ func (r *Runner) Create(ctx context.Context, spec Spec, d *Durations) (string, e
 		Labels: map[string]string{
 			LabelManaged:  "true",
 			LabelRun:      r.RunID,
-			LabelOwner:    ownerID(),
+			LabelOwner:    OwnerID(),
 			LabelEval:     spec.ID,
 			LabelDeadline: strconv.FormatInt(deadline.Unix(), 10),
 		},
@@ -158,10 +158,10 @@ func (r *Runner) Create(ctx context.Context, spec Spec, d *Durations) (string, e
 	// The daemon copies into a read-only root only through its volumes.
 	roots := []string{"/"}
 	if host.ReadonlyRootfs {
-		roots = writableDirs(spec)
+		roots = WritableDirs(spec)
 	}
 	for _, root := range roots {
-		archive, err := tarFiles(files, root)
+		archive, err := TarFiles(files, root)
 		if err != nil {
 			return created.ID, fmt.Errorf("evaluation %s: %w: %v", spec.ID, ErrBadSpec, err)
 		}
@@ -199,7 +199,7 @@ func (r *Runner) hostConfig(spec Spec) *container.HostConfig {
 		CapAdd:         append([]string(nil), l.CapAdd...),
 		Init:           &init,
 		ReadonlyRootfs: !l.WritableRoot && !spec.WritableRoot,
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%dm,mode=1777", tmpMB(l))},
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%dm,mode=1777", TmpMB(l))},
 		Resources: container.Resources{
 			Memory:     int64(l.MemoryMB) << 20,
 			MemorySwap: int64(l.MemoryMB) << 20, // no swap on top
@@ -223,7 +223,7 @@ func (r *Runner) hostConfig(spec Spec) *container.HostConfig {
 	if host.ReadonlyRootfs {
 		// Anonymous volumes: the daemon copies the image's content at the
 		// path into them, and they go with the container (RemoveVolumes).
-		for _, p := range writableDirs(spec) {
+		for _, p := range WritableDirs(spec) {
 			host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Target: p})
 		}
 	}
@@ -373,10 +373,10 @@ func (r *Runner) endpoint() string {
 	return r.Docker.DaemonHost()
 }
 
-// tarFiles packs the files (absolute paths) that lie under root into a tar
+// TarFiles packs the files (absolute paths) that lie under root into a tar
 // archive rooted there, and takes them out of files; nil when none does.
-// Parent folders are created by the daemon; scripts get mode 0755.
-func tarFiles(files map[string][]byte, root string) ([]byte, error) {
+// Parent folders are created by the unpacker; scripts get mode 0755.
+func TarFiles(files map[string][]byte, root string) ([]byte, error) {
 	var names []string
 	for p := range files {
 		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	if dockerCli != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		list, err := dockerCli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
-			filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelOwner+"="+ownerID()))})
+			filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelOwner+"="+OwnerID()))})
 		switch {
 		case err != nil:
 			fmt.Fprintln(os.Stderr, "leak check: list containers:", err)
@@ -254,7 +254,7 @@ df -m /tmp | awk 'NR==2 {print "tmp", $2 " MiB"}'
 	if res.Log != want {
 		t.Errorf("inside the container:\n%q\nwant\n%q", res.Log, want)
 	}
-	if labels[LabelManaged] != "true" || labels[LabelRun] != testRunID || labels[LabelEval] != spec.ID || labels[LabelOwner] != ownerID() {
+	if labels[LabelManaged] != "true" || labels[LabelRun] != testRunID || labels[LabelEval] != spec.ID || labels[LabelOwner] != OwnerID() {
 		t.Errorf("labels %v", labels)
 	}
 	assertGone(t, d, res.ContainerID)

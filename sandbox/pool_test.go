@@ -413,8 +413,8 @@ func TestStale(t *testing.T) {
 		state  string
 		want   bool
 	}{
-		{"this process", map[string]string{LabelOwner: ownerID(), LabelDeadline: future}, "running", false},
-		{"this process past its deadline", map[string]string{LabelOwner: ownerID(), LabelDeadline: past}, "running", true},
+		{"this process", map[string]string{LabelOwner: OwnerID(), LabelDeadline: future}, "running", false},
+		{"this process past its deadline", map[string]string{LabelOwner: OwnerID(), LabelDeadline: past}, "running", true},
 		{"dead pid here", map[string]string{LabelOwner: host + "/999999999/5", LabelDeadline: future}, "running", true},
 		{"reused pid here", map[string]string{LabelOwner: fmt.Sprintf("%s/%d/1", host, os.Getpid()), LabelDeadline: future}, "running", true},
 		{"other machine", map[string]string{LabelOwner: "elsewhere/1/1", LabelDeadline: future}, "running", false},

@@ -20,9 +20,9 @@ var (
 	owner     string
 )
 
-// ownerID names this process for the owner label: hostname/pid/start, the
+// OwnerID names this process for the owner label: hostname/pid/start, the
 // start time telling a live process from a later one that reused its pid.
-func ownerID() string {
+func OwnerID() string {
 	ownerOnce.Do(func() {
 		host, _ := os.Hostname()
 		pid := os.Getpid()
