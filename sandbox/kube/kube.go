@@ -177,23 +177,22 @@ func (b *Backend) Close() error { return nil }
 func (b *Backend) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	if err := b.alive(ctx); err != nil {
-		return err
-	}
-	b.capacity.Store(int64(b.fit(ctx)))
-	return nil
-}
-
-func (b *Backend) alive(ctx context.Context) error {
 	if _, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("kubernetes host %s: list pods in namespace %s: %w", b.endpoint, b.namespace, err)
 	}
-	nodes, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil // no right to read nodes: the API's answer is all we know
+	var quotas []corev1.ResourceQuota
+	if list, err := b.cs.CoreV1().ResourceQuotas(b.namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		quotas = list.Items
 	}
+	list, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		// No right to read nodes: the API's answer is all we know.
+		b.capacity.Store(int64(Fit(quotas, nil, b.podCPU(), b.podMemory())))
+		return nil
+	}
+	b.capacity.Store(int64(Fit(quotas, list.Items, b.podCPU(), b.podMemory())))
 	fresh := b.freshLeases(ctx)
-	for _, n := range nodes.Items {
+	for _, n := range list.Items {
 		if nodeReady(n) && !n.Spec.Unschedulable && (fresh == nil || fresh[n.Name]) {
 			return nil
 		}
@@ -249,20 +248,6 @@ func (b *Backend) ensureDenyAll(ctx context.Context) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		b.notes = append(b.notes, fmt.Sprintf("no deny-all NetworkPolicy in namespace %s (%v): the Pods still have no service links, token or DNS", b.namespace, err))
 	}
-}
-
-// fit reads the namespace's ResourceQuotas and the nodes (each where the
-// runner may) and says how many evaluations fit at once (see Fit).
-func (b *Backend) fit(ctx context.Context) int {
-	var quotas []corev1.ResourceQuota
-	if list, err := b.cs.CoreV1().ResourceQuotas(b.namespace).List(ctx, metav1.ListOptions{}); err == nil {
-		quotas = list.Items
-	}
-	var nodes []corev1.Node
-	if list, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
-		nodes = list.Items
-	}
-	return Fit(quotas, nodes, b.podCPU(), b.podMemory())
 }
 
 // Fit is how many Pods of cpu and mem fit at once: the least of what each
