@@ -22,7 +22,7 @@ import (
 // local clone of the repository exists.
 func CopyOut(ctx context.Context, d Docker, runID, image, src, dst string) (err error) {
 	cfg := &container.Config{Image: image, Cmd: []string{"true"}, NetworkDisabled: true,
-		Labels: map[string]string{LabelManaged: "true", LabelRun: runID, LabelOwner: ownerID(),
+		Labels: map[string]string{LabelManaged: "true", LabelRun: runID, LabelOwner: OwnerID(),
 			LabelDeadline: strconv.FormatInt(time.Now().Add(10*time.Minute).Unix(), 10)}}
 	created, err := d.ContainerCreate(ctx, cfg, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
 	if err != nil {
