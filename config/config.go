@@ -43,6 +43,10 @@ type Run struct {
 	KeepLast   int     `toml:"keep_last"`
 	Resume     string  `toml:"resume"`
 	SFTFirst   bool    `toml:"sft_first"`
+	// SaveDtype is the dtype checkpoint weights are written in: "auto" (that
+	// of model.init_ckpt's config.json when it says bfloat16, else f32),
+	// "bf16" or "f32". The fp32 masters are kept either way.
+	SaveDtype string `toml:"save_dtype"`
 }
 
 // Data says where tasks come from and which of them are used.
@@ -361,7 +365,7 @@ func CheckPhase(phase string) error {
 // Default returns the built-in configuration; config.toml mirrors it.
 func Default() Config {
 	return Config{
-		Run: Run{Seed: 1, MaxSteps: 1000, OutDir: "runs", SaveEvery: 25, KeepLast: 3, Resume: "auto", SFTFirst: true},
+		Run: Run{Seed: 1, MaxSteps: 1000, OutDir: "runs", SaveEvery: 25, KeepLast: 3, Resume: "auto", SFTFirst: true, SaveDtype: "auto"},
 		Data: Data{Source: "mini", Split: "train", Include: []string{}, Exclude: []string{},
 			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1, Prompt: PromptOracle},
 		Model: Model{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 1024,

@@ -179,6 +179,8 @@ func TestValidate(t *testing.T) {
 		{"overlong penalty negative", []string{"grpo.overlong_buffer=8", "grpo.overlong_penalty=-1"}, []string{"grpo.overlong_penalty = -1: must be 0 or more"}},
 		{"no KL", []string{"grpo.kl_coef=0"}, nil},
 		{"prompt name", []string{"data.prompt=bm26"}, []string{`data.prompt = "bm26": must be one of oracle, bm25, text`}},
+		{"save dtype", []string{"run.save_dtype=fp16"}, []string{`run.save_dtype = "fp16": must be one of auto, bf16, f32`}},
+		{"save dtype bf16", []string{"run.save_dtype=bf16"}, nil},
 		{"bm25 with a budget", []string{"data.prompt=bm25", "data.prompt_tokens=512"}, nil},
 		{"prompt tokens negative", []string{"data.prompt_tokens=-1"}, []string{"data.prompt_tokens = -1: must be 0"}},
 		{"prompt tokens past the context", []string{"data.prompt_tokens=900"},

@@ -59,6 +59,7 @@ func Validate(cfg Config) error {
 	check(r.SaveEvery < 0, "run.save_every", r.SaveEvery, "must be 0 (only at stop) or more")
 	positive("run.keep_last", r.KeepLast)
 	check(r.Resume == "", "run.resume", `""`, `must be "auto", "never" or a checkpoint path`)
+	oneOf("run.save_dtype", r.SaveDtype, "auto", "bf16", "f32")
 
 	d := cfg.Data
 	check(d.Source == "", "data.source", `""`, `must be "mini" or a path to a .jsonl, .json or .parquet file`)
