@@ -450,7 +450,7 @@ func (ws *workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *p
 	if dev.Info().Kind == "cpu" {
 		prec = cuda.F32 // the engine's CPU kernels compute in fp32
 	}
-	p, err := cuda.NewPolicy(dev, pol.Model, prec, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
+	p, err := cuda.NewPolicy(dev, pol.Model, nil, prec, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
 	if err != nil {
 		dev.Close()
 		return nil, nil, err

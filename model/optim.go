@@ -29,8 +29,14 @@ func (o *AdamW) State() (m, v []float32) { return o.m, o.v }
 // Update takes one step at learning rate lr using the model's accumulated
 // gradients; matrices are weight-decayed, norms and biases are not.
 func (o *AdamW) Update(md *Model, lr float64) error {
-	if len(o.m) != len(md.data) {
-		return fmt.Errorf("adamw: optimiser holds %d weights, model has %d", len(o.m), len(md.data))
+	return o.UpdateParams(md.Params, len(md.data), lr)
+}
+
+// UpdateParams takes one step over params, which lie in an arena of n
+// weights in order (a model's, or a LoRA's adapters).
+func (o *AdamW) UpdateParams(params []Param, n int, lr float64) error {
+	if len(o.m) != n {
+		return fmt.Errorf("adamw: optimiser holds %d weights, the parameters %d", len(o.m), n)
 	}
 	o.Step++
 	bc1 := 1 - math.Pow(o.Beta1, float64(o.Step))
@@ -40,7 +46,7 @@ func (o *AdamW) Update(md *Model, lr float64) error {
 	invBC2 := float32(1 / bc2)
 	eps := float32(o.Eps)
 	off := 0
-	for _, p := range md.Params {
+	for _, p := range params {
 		n := len(p.W)
 		m, v := o.m[off:off+n], o.v[off:off+n]
 		off += n

@@ -133,7 +133,7 @@ func TestGRPOOnTheDevicePolicyLearns(t *testing.T) {
 	cfg := shareOfAConfig(t)
 	host, tok := policytest.Tiny(t, 3, 3e-2)
 	dev := cuda.NewCPU()
-	p, err := cuda.NewPolicy(dev, host.Model, cuda.F32, host.Optim, host.Schedule, host.GradClip, host.StopTokens(), 3)
+	p, err := cuda.NewPolicy(dev, host.Model, nil, cuda.F32, host.Optim, host.Schedule, host.GradClip, host.StopTokens(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

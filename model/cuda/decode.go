@@ -36,6 +36,9 @@ func (s *decodeState) free(dev Device) {
 
 // decodeFor returns a decode state of at least slots × capacity.
 func (e *Engine) decodeFor(slots, capacity int) (*decodeState, error) {
+	if err := e.loraScratch(slots); err != nil {
+		return nil, err
+	}
 	if s := e.dec; s != nil && s.slots >= slots && s.cap >= capacity {
 		return s, nil
 	}

@@ -11,6 +11,7 @@ import (
 
 // pref locates one parameter in the engine's arenas (model.Model's layout).
 type pref struct {
+	name   string
 	off, n int
 	shape  []int
 	decay  bool
@@ -32,6 +33,9 @@ type Options struct {
 	MicroTokens int
 	// HeadRows bounds the rows of one LM-head chunk (0: about 64M logits).
 	HeadRows int
+	// LoRA, when set, freezes the base weights and trains these adapters
+	// (engine_lora.go).
+	LoRA *model.LoRA
 }
 
 // Engine is the decoder on a device: weights, gradients and optimiser
@@ -59,6 +63,12 @@ type Engine struct {
 	clock  int
 	dec    *decodeState
 	closed bool
+
+	lora *loraState // nil: full fine-tuning
+	// baseOnly switches the adapters off for one pass (the reference).
+	baseOnly bool
+	// sharedBase marks a snapshot that reads its parent's base weights.
+	sharedBase bool
 }
 
 // maxPlans bounds the buckets an engine keeps allocated.
@@ -93,7 +103,7 @@ func NewEngine(dev Device, m *model.Model, o Options) (*Engine, error) {
 			}
 		}
 		alloc(&e.w, F32, e.np)
-		if o.Train {
+		if o.Train && o.LoRA == nil {
 			alloc(&e.g, F32, e.np)
 			alloc(&e.m, F32, e.np)
 			alloc(&e.v, F32, e.np)
@@ -116,7 +126,13 @@ func NewEngine(dev Device, m *model.Model, o Options) (*Engine, error) {
 		if err := dev.Upload(e.sin, sin); err != nil {
 			return err
 		}
-		return e.upload(m)
+		if err := e.upload(m); err != nil {
+			return err
+		}
+		if o.LoRA != nil {
+			return e.newLoRA(o.LoRA, o.Train)
+		}
+		return nil
 	})
 	if err != nil {
 		e.Close()
@@ -143,7 +159,7 @@ func (e *Engine) index(m *model.Model) error {
 	refs := map[string]pref{}
 	off := 0
 	for _, p := range m.Params {
-		refs[p.Name] = pref{off: off, n: len(p.W), shape: p.Shape, decay: p.Decay}
+		refs[p.Name] = pref{name: p.Name, off: off, n: len(p.W), shape: p.Shape, decay: p.Decay}
 		e.decays = append(e.decays, refs[p.Name])
 		off += len(p.W)
 	}
@@ -228,7 +244,7 @@ func (e *Engine) Download(m *model.Model, opt *model.AdamW) error {
 		if err := e.dev.Download(m.Weights(), e.w); err != nil {
 			return err
 		}
-		if opt != nil && e.m.N > 0 {
+		if opt != nil && e.m.N > 0 && e.lora == nil {
 			mm, vv := opt.State()
 			if err := e.dev.Download(mm, e.m); err != nil {
 				return err
@@ -241,6 +257,9 @@ func (e *Engine) Download(m *model.Model, opt *model.AdamW) error {
 
 // UploadOptim replaces the AdamW moments with opt's (after a resume).
 func (e *Engine) UploadOptim(opt *model.AdamW) error {
+	if e.lora != nil {
+		return errors.New("cuda engine: upload optimiser: the engine trains adapters (UploadLoRA)")
+	}
 	if e.m.N == 0 {
 		return errors.New("cuda engine: upload optimiser: engine was built without training state")
 	}
@@ -267,10 +286,21 @@ func (e *Engine) CopyWeightsFrom(src *Engine) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if (src.lora == nil) != (e.lora == nil) || src.lora != nil && src.lora.np != e.lora.np {
+		return errors.New("cuda engine: copy weights: engines differ in adapters")
+	}
 	return e.dev.Do(func() error {
-		e.dev.Copy(e.w, src.w)
-		if e.act != F32 {
-			e.dev.Cast(e.wc, e.w, e.np)
+		if !e.sharedBase {
+			e.dev.Copy(e.w, src.w)
+			if e.act != F32 {
+				e.dev.Cast(e.wc, e.w, e.np)
+			}
+		}
+		if e.lora != nil {
+			e.dev.Copy(e.lora.w, src.lora.w)
+			if e.act != F32 {
+				e.dev.Cast(e.lora.wc, e.lora.w, e.lora.np)
+			}
 		}
 		return nil
 	})
@@ -291,6 +321,12 @@ func (e *Engine) Close() error {
 		}
 		e.dec.free(e.dev)
 		e.dec = nil
+		if e.lora != nil {
+			e.lora.free(e.dev)
+		}
+		if e.sharedBase {
+			return nil
+		}
 		for _, t := range []Tensor{e.w, e.g, e.m, e.v, e.cos, e.sin} {
 			if t.N > 0 {
 				e.dev.Free(t)
@@ -306,7 +342,12 @@ func (e *Engine) Close() error {
 // Weights views: compute copy, master, gradient.
 func (e *Engine) wcv(p pref) Tensor { return e.wc.View(p.off, p.n) }
 func (e *Engine) wv(p pref) Tensor  { return e.w.View(p.off, p.n) }
-func (e *Engine) gv(p pref) Tensor  { return e.g.View(p.off, p.n) }
+func (e *Engine) gv(p pref) Tensor {
+	if e.lora != nil { // frozen: the gradient goes to the sink
+		return e.lora.sink.View(0, p.n)
+	}
+	return e.g.View(p.off, p.n)
+}
 
 func (e *Engine) headRows() int {
 	if e.opts.HeadRows > 0 {
@@ -338,6 +379,9 @@ func (e *Engine) planFor(B, T int, train bool) (*plan, error) {
 		e.plans[oldest].free(e.dev)
 		delete(e.plans, oldest)
 		delete(e.uses, oldest)
+	}
+	if err := e.loraScratch(B * T); err != nil {
+		return nil, err
 	}
 	p, err := e.newPlan(B, T, train)
 	if err != nil {

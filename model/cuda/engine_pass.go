@@ -40,7 +40,13 @@ func checkBatch(c model.Config, b *model.Batch, cot [][]float32) error {
 // Logprobs runs the forward pass: per-completion-token logprobs and
 // entropies at the batch's temperature (as model.Model.Logprobs).
 func (e *Engine) Logprobs(ctx context.Context, b model.Batch) (*model.Result, error) {
-	return e.pass(ctx, &b, nil, nil)
+	return e.pass(ctx, &b, nil, nil, false)
+}
+
+// LogprobsBase is Logprobs with the LoRA adapters switched off: the frozen
+// base model, a LoRA run's KL reference.
+func (e *Engine) LogprobsBase(ctx context.Context, b model.Batch) (*model.Result, error) {
+	return e.pass(ctx, &b, nil, nil, true)
 }
 
 // Backward runs forward and backward of Σ cot·logprob and ADDS the
@@ -49,7 +55,7 @@ func (e *Engine) Backward(ctx context.Context, b model.Batch, cot [][]float32) (
 	if cot == nil {
 		return nil, errors.New("cuda engine: backward: nil cotangent")
 	}
-	return e.pass(ctx, &b, cot, nil)
+	return e.pass(ctx, &b, cot, nil, false)
 }
 
 // BackwardEntropy is Backward with a cotangent on each token's entropy
@@ -58,10 +64,11 @@ func (e *Engine) BackwardEntropy(ctx context.Context, b model.Batch, cot, entCot
 	if cot == nil {
 		return nil, errors.New("cuda engine: backward: nil cotangent")
 	}
-	return e.pass(ctx, &b, cot, entCot)
+	return e.pass(ctx, &b, cot, entCot, false)
 }
 
-func (e *Engine) pass(ctx context.Context, b *model.Batch, cot, entCot [][]float32) (*model.Result, error) {
+// base switches the LoRA adapters off (forward only).
+func (e *Engine) pass(ctx context.Context, b *model.Batch, cot, entCot [][]float32, base bool) (*model.Result, error) {
 	if err := checkBatch(e.cfg, b, cot); err != nil {
 		return nil, fmt.Errorf("cuda engine: %w", err)
 	}
@@ -71,11 +78,16 @@ func (e *Engine) pass(ctx context.Context, b *model.Batch, cot, entCot [][]float
 		}
 	}
 	train := cot != nil
-	if train && e.g.N == 0 {
+	if train && e.g.N == 0 && (e.lora == nil || e.lora.g.N == 0) {
 		return nil, errors.New("cuda engine: backward on an engine built without training state")
+	}
+	if base && train {
+		return nil, errors.New("cuda engine: backward with the adapters off")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.baseOnly = base
+	defer func() { e.baseOnly = false }()
 	res := &model.Result{Logprobs: make([][]float32, len(b.Tokens)), Entropy: make([][]float32, len(b.Tokens))}
 	order := make([]int, len(b.Tokens))
 	for i := range order {
@@ -201,16 +213,21 @@ func (e *Engine) linear(out, in Tensor, w, b pref, M, k, n int) {
 	if b.off >= 0 && b.n > 0 {
 		e.dev.AddBias(out, e.wv(b), M, n)
 	}
+	e.loraForward(out, in, w, M, k, n)
 }
 
 // linearBack: gW [k, n] += inᵀ dout; din [M, k] = dout Wᵀ (+= when acc).
+// With LoRA, W is frozen (no gW) and the adapter's share follows.
 func (e *Engine) linearBack(din, in, dout Tensor, w pref, M, k, n int, acc bool) {
-	e.dev.Gemm(true, false, k, n, M, 1, in, k, dout, n, 1, e.gv(w), n)
+	if e.lora == nil {
+		e.dev.Gemm(true, false, k, n, M, 1, in, k, dout, n, 1, e.gv(w), n)
+	}
 	beta := float32(0)
 	if acc {
 		beta = 1
 	}
 	e.dev.Gemm(false, true, M, k, n, 1, dout, n, e.wcv(w), n, beta, din, k)
+	e.loraBackward(din, in, dout, w, M, k, n)
 }
 
 func (e *Engine) attnShape(p *plan) AttnShape {
@@ -326,5 +343,7 @@ func (e *Engine) backward(p *plan) {
 		e.linearBack(p.dh, p.h1[l], p.dv, L.wv, N, D, Hkv, true)
 		d.RMSNormBackward(p.dx, e.gv(L.attnNorm), p.dh, xin, e.wv(L.attnNorm), p.rstd1[l], N, D)
 	}
-	d.EmbedBackward(e.gv(e.embed), p.dx, p.tok, N, D)
+	if e.lora == nil {
+		d.EmbedBackward(e.gv(e.embed), p.dx, p.tok, N, D)
+	}
 }

@@ -7,21 +7,34 @@ import (
 	"github.com/swetui/swetui/model"
 )
 
+// trainable is what Step updates: every weight, or with LoRA the
+// adapters only (their masters, gradients, moments, compute copy, params).
+func (e *Engine) trainable() (w, g, m, v, wc Tensor, params []pref) {
+	if e.lora != nil {
+		s := e.lora
+		return s.w, s.g, s.m, s.v, s.wc, s.params
+	}
+	return e.w, e.g, e.m, e.v, e.wc, e.decays
+}
+
 // ZeroGrad clears the gradient arena.
 func (e *Engine) ZeroGrad() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	_, g, _, _, _, _ := e.trainable()
 	return e.dev.Do(func() error {
-		e.dev.Zero(e.g)
+		e.dev.Zero(g)
 		return nil
 	})
 }
 
-// Grads copies the gradient arena into dst (model layout).
+// Grads copies the gradient arena into dst (model layout; with LoRA the
+// adapters', model.LoRA's layout).
 func (e *Engine) Grads(dst []float32) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.dev.Do(func() error { return e.dev.Download(dst, e.g) })
+	_, g, _, _, _, _ := e.trainable()
+	return e.dev.Do(func() error { return e.dev.Download(dst, g) })
 }
 
 // GradNorm is the global L2 norm of the accumulated gradients.
@@ -43,7 +56,8 @@ func (e *Engine) gradNorm() (float64, error) {
 		return 0, err
 	}
 	defer e.dev.Free(parts)
-	e.dev.SumSquares(parts, e.g, e.np)
+	_, g, _, _, _, _ := e.trainable()
+	e.dev.SumSquares(parts, g, g.N)
 	host := make([]float32, SumSquaresParts)
 	if err := e.dev.Download(host, parts); err != nil {
 		return 0, err
@@ -60,7 +74,8 @@ func (e *Engine) gradNorm() (float64, error) {
 // as model.AdamW.Update does), refreshes the compute copy and clears the
 // gradients. It returns the norm before clipping.
 func (e *Engine) Step(opt *model.AdamW, lr, clip float64) (float64, error) {
-	if e.m.N == 0 {
+	w, g, mom, vel, wc, params := e.trainable()
+	if mom.N == 0 {
 		return 0, errors.New("cuda engine: step on an engine built without training state")
 	}
 	e.mu.Lock()
@@ -80,17 +95,17 @@ func (e *Engine) Step(opt *model.AdamW, lr, clip float64) (float64, error) {
 		bc2 := 1 - math.Pow(opt.Beta2, float64(opt.Step))
 		a := AdamWArgs{B1: float32(opt.Beta1), B2: float32(opt.Beta2), Eps: float32(opt.Eps),
 			StepSize: float32(lr / bc1), InvBC2: float32(1 / bc2), GScale: gs}
-		for _, p := range e.decays {
+		for _, p := range params {
 			a.Decay = 1
 			if p.decay {
 				a.Decay = float32(1 - lr*opt.WeightDecay)
 			}
-			e.dev.AdamW(e.wv(p), e.gv(p), e.m.View(p.off, p.n), e.v.View(p.off, p.n), p.n, a)
+			e.dev.AdamW(w.View(p.off, p.n), g.View(p.off, p.n), mom.View(p.off, p.n), vel.View(p.off, p.n), p.n, a)
 		}
 		if e.act != F32 {
-			e.dev.Cast(e.wc, e.w, e.np)
+			e.dev.Cast(wc, w, w.N)
 		}
-		e.dev.Zero(e.g)
+		e.dev.Zero(g)
 		return nil
 	})
 	return norm, err

@@ -24,6 +24,9 @@ type Policy struct {
 	// temperature, so ratios compare like with like); 0 means 1.
 	Temp float64
 	Stop []int
+	// LoRA mirrors the device's adapters on the host (Sync fills it); nil
+	// for full fine-tuning.
+	LoRA *model.LoRA
 
 	rngMu sync.Mutex
 	pcg   *rand.PCG // the sampler's random source (RNGState for checkpoints)
@@ -34,18 +37,25 @@ type Policy struct {
 
 // NewPolicy puts m on dev for training with opt's hyper-parameters (its
 // moments, when it has taken steps, are uploaded too).
-func NewPolicy(dev Device, m *model.Model, act DType, opt *model.AdamW, sched model.Schedule, gradClip float64, stop []int, seed uint64) (*Policy, error) {
-	e, err := NewEngine(dev, m, Options{Act: act, Train: true})
+// With lora non-nil only its adapters train (opt then holds their
+// moments) and the base weights stay frozen.
+func NewPolicy(dev Device, m *model.Model, lora *model.LoRA, act DType, opt *model.AdamW, sched model.Schedule, gradClip float64, stop []int, seed uint64) (*Policy, error) {
+	e, err := NewEngine(dev, m, Options{Act: act, Train: true, LoRA: lora})
 	if err != nil {
 		return nil, err
 	}
 	if opt.Step > 0 {
-		if err := e.UploadOptim(opt); err != nil {
+		if lora != nil {
+			err = e.UploadLoRA(lora, opt)
+		} else {
+			err = e.UploadOptim(opt)
+		}
+		if err != nil {
 			e.Close()
 			return nil, err
 		}
 	}
-	p := &Policy{Engine: e, Optim: opt, Schedule: sched, GradClip: gradClip, Stop: stop, pcg: rand.NewPCG(seed, 0x5a4d)}
+	p := &Policy{Engine: e, Optim: opt, Schedule: sched, GradClip: gradClip, Stop: stop, LoRA: lora, pcg: rand.NewPCG(seed, 0x5a4d)}
 	p.rng = rand.New(p.pcg)
 	return p, nil
 }
@@ -166,8 +176,17 @@ func (p *Policy) SetRNGState(b []byte) error {
 }
 
 // Sync copies the device's weights and AdamW moments into m and p.Optim
-// (for checkpoints: model.Save then writes them as the CPU model would).
-func (p *Policy) Sync(m *model.Model) error { return p.Engine.Download(m, p.Optim) }
+// (for checkpoints: model.Save then writes them as the CPU model would);
+// with LoRA, the adapters and their moments into p.LoRA and p.Optim.
+func (p *Policy) Sync(m *model.Model) error {
+	if p.LoRA != nil {
+		if err := p.Engine.Download(m, nil); err != nil {
+			return err
+		}
+		return p.Engine.DownloadLoRA(p.LoRA, p.Optim)
+	}
+	return p.Engine.Download(m, p.Optim)
+}
 
 // Load replaces the device's weights with m's and its moments with opt's
 // (a resumed checkpoint); p.Optim becomes opt.
@@ -175,7 +194,14 @@ func (p *Policy) Load(m *model.Model, opt *model.AdamW) error {
 	if err := p.Engine.Upload(m); err != nil {
 		return err
 	}
-	if opt != nil {
+	if p.LoRA != nil {
+		if err := p.Engine.UploadLoRA(p.LoRA, opt); err != nil {
+			return err
+		}
+		if opt != nil {
+			p.Optim = opt
+		}
+	} else if opt != nil {
 		if err := p.Engine.UploadOptim(opt); err != nil {
 			return err
 		}
@@ -201,6 +227,9 @@ func (e *Engine) forwardCopy() (*Engine, error) {
 		layers: e.layers, decays: e.decays, plans: map[[3]int]*plan{}, uses: map[[3]int]int{}}
 	c.opts = e.opts
 	c.opts.Train = false
+	if e.lora != nil {
+		return e.adapterCopy(c)
+	}
 	err := e.dev.Do(func() error {
 		var err error
 		alloc := func(dst *Tensor, dt DType, n int) {
@@ -239,6 +268,14 @@ type Reference struct {
 	Engine *Engine
 	// Temp is the softmax temperature; 0 means 1.
 	Temp float64
+	// base runs Engine with its adapters off (a LoRA policy's own engine).
+	base bool
+}
+
+// BaseReference is a LoRA policy's KL reference: its frozen base, read
+// from the policy's own engine with the adapters off (no second copy).
+func BaseReference(p *Policy, temp float64) *Reference {
+	return &Reference{Engine: p.Engine, Temp: temp, base: true}
 }
 
 // NewReference puts m's weights on dev, forward only.
@@ -256,7 +293,11 @@ func (r *Reference) Logprobs(ctx context.Context, b model.Batch) ([][]float32, e
 	if r.Temp > 0 {
 		b.Temperature = float32(r.Temp)
 	}
-	res, err := r.Engine.Logprobs(ctx, b)
+	run := r.Engine.Logprobs
+	if r.base {
+		run = r.Engine.LogprobsBase
+	}
+	res, err := run(ctx, b)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func TestPolicyGRPOStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPolicy(NewCPU(), ref.Clone(), F32, model.NewAdamW(oc, ref.NumParams()), sched, oc.GradClip, []int{0}, 7)
+	p, err := NewPolicy(NewCPU(), ref.Clone(), nil, F32, model.NewAdamW(oc, ref.NumParams()), sched, oc.GradClip, []int{0}, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
