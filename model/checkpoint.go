@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,18 +15,35 @@ import (
 	"github.com/swetui/swetui/internal/durable"
 )
 
-// A checkpoint is a directory that Hugging Face transformers can also read
+// A checkpoint is a directory that Hugging Face transformers and vLLM load
 // as a Llama/Qwen2 model:
 //
-//	config.json            architecture (HF names)
-//	model.safetensors      weights, HF names and [out, in] layout, float32
-//	optimizer.safetensors  AdamW moments (flat, model layout) and step  (optional)
+//	config.json            architecture (HF names); torch_dtype, the weights' dtype
+//	model.safetensors      weights, HF names and [out, in] layout, float32 or
+//	                       bfloat16 (rounded to nearest even from the fp32 masters);
+//	                       past MaxShard bytes (5 GB) split as transformers does into
+//	                       model-0000K-of-0000N.safetensors + model.safetensors.index.json
 //	tokenizer.json         (optional)
+//	tokenizer_config.json, generation_config.json, special_tokens_map.json…
+//	                       Format.Files, copied through from the model the run
+//	                       started from: its chat template and end tokens (optional)
+//	state/master.safetensors     the fp32 master weights, HF names and layout, when the
+//	                             weights are bf16 and some master is not a bf16 value
+//	state/optimizer.safetensors  AdamW moments (flat, model layout) and step (optional)
 //	extra/<name>           trainer state: RNG, curriculum, data position… (optional)
 //
-// It is written to a temporary sibling directory, every file fsynced, then
-// renamed into place; an existing checkpoint of the same name is replaced
-// only after the new one is complete.
+// Only the top level is the model: vLLM loads every *.safetensors there when
+// no index names the shards, so what only a resumed run needs lives in
+// state/, which transformers and vLLM never read. Load takes the weights
+// from state/master.safetensors when it is there, so a bf16 checkpoint
+// resumes bit-exactly; it belongs to the weights beside it (delete state/
+// after editing them). Checkpoints written before state/ existed hold
+// optimizer.safetensors at the top; Load reads that too.
+//
+// It is written to a temporary sibling directory, the weights streamed a
+// tensor at a time, every file fsynced, then renamed into place; an
+// existing checkpoint of the same name is replaced only after the new one
+// is complete.
 
 // Checkpoint is what Save writes and Load returns.
 type Checkpoint struct {
@@ -34,6 +52,88 @@ type Checkpoint struct {
 	Tokenizer *Tokenizer
 	// Extra holds opaque trainer files by name (no path separators).
 	Extra map[string][]byte
+	// Format is how Save writes the weights. Load fills Dtype (from
+	// config.json) and the HFFiles it finds, so a checkpoint loaded and
+	// saved again keeps its format.
+	Format
+}
+
+// Format is how Save lays out the weights.
+type Format struct {
+	// Dtype of the weights: F32 (also the zero value) or BF16.
+	Dtype Dtype
+	// MaxShard is the most bytes of tensor data in one weight file before
+	// the weights are sharded; 0 = DefaultMaxShard.
+	MaxShard int64
+	// Files are further top-level files, by plain name, written as they are
+	// (the HFFiles of the model the run started from).
+	Files map[string][]byte
+}
+
+// DefaultMaxShard is transformers' save_pretrained default, "5GB".
+const DefaultMaxShard = 5_000_000_000
+
+// HFFiles are the files of a Hugging Face model folder that FormatOf
+// carries into the run's checkpoints: the chat template, the special and
+// end-of-turn tokens that vLLM and transformers read beside tokenizer.json.
+var HFFiles = []string{"tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}
+
+// FormatOf is the Format to save a run in whose weights came from initDir
+// (model.init_ckpt; "" = freshly initialised): saveDtype (run.save_dtype)
+// "bf16" or "f32", or "auto": bf16 when initDir's config.json says
+// bfloat16, else f32 (a float16 model is saved as f32, losing nothing).
+// The HFFiles initDir holds are carried over. A run checkpoint's policy/
+// subfolder stands for the run checkpoint, as in loading.
+func FormatOf(initDir, saveDtype string) (Format, error) {
+	f := Format{Dtype: F32}
+	switch saveDtype {
+	case "auto", "":
+	case "f32":
+	case "bf16":
+		f.Dtype = BF16
+	default:
+		return Format{}, fmt.Errorf("run.save_dtype = %q: must be one of auto, bf16, f32", saveDtype)
+	}
+	if initDir == "" {
+		return f, nil
+	}
+	if _, err := os.Stat(filepath.Join(initDir, "policy", "config.json")); err == nil {
+		initDir = filepath.Join(initDir, "policy")
+	}
+	raw, err := os.ReadFile(filepath.Join(initDir, "config.json"))
+	if err != nil {
+		return Format{}, fmt.Errorf("save format: %w", err)
+	}
+	var h hfConfig
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return Format{}, fmt.Errorf("save format: %s: %w", filepath.Join(initDir, "config.json"), err)
+	}
+	if (saveDtype == "auto" || saveDtype == "") && h.dtype() == "bfloat16" {
+		f.Dtype = BF16
+	}
+	if f.Files, err = readHFFiles(initDir); err != nil {
+		return Format{}, fmt.Errorf("save format: %w", err)
+	}
+	return f, nil
+}
+
+// readHFFiles reads the HFFiles dir holds; nil when none.
+func readHFFiles(dir string) (map[string][]byte, error) {
+	var files map[string][]byte
+	for _, name := range HFFiles {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if files == nil {
+			files = map[string][]byte{}
+		}
+		files[name] = data
+	}
+	return files, nil
 }
 
 // hfConfig is config.json as transformers writes it for Llama and Qwen2.
@@ -54,9 +154,18 @@ type hfConfig struct {
 	TieWordEmbeddings bool            `json:"tie_word_embeddings"`
 	HiddenAct         string          `json:"hidden_act,omitempty"`
 	TorchDtype        string          `json:"torch_dtype,omitempty"`
+	Dtype             string          `json:"dtype,omitempty"` // torch_dtype's name from transformers 4.56
 	RopeScaling       json.RawMessage `json:"rope_scaling,omitempty"`
 	MLPBias           bool            `json:"mlp_bias,omitempty"`
 	UseSlidingWindow  bool            `json:"use_sliding_window,omitempty"`
+}
+
+// dtype is the weights' torch dtype, under either name.
+func (h hfConfig) dtype() string {
+	if h.TorchDtype != "" {
+		return h.TorchDtype
+	}
+	return h.Dtype
 }
 
 func (c Config) hf() hfConfig {
@@ -115,58 +224,199 @@ func transpose(src []float32, rows, cols int) []float32 {
 	return dst
 }
 
+// hfOut is p as HF files hold it. A linear weight is transposed a block of
+// file rows at a time (contiguous reads, a small buffer), not copied whole.
+func hfOut(p *Param) stOut {
+	if !transposed(p) {
+		return stOut{p.Name, p.Shape, func(emit func([]float32) error) error { return emit(p.W) }}
+	}
+	rows, cols := p.Shape[0], p.Shape[1]
+	return stOut{p.Name, []int{cols, rows}, func(emit func([]float32) error) error {
+		const block = 64
+		buf := make([]float32, min(block, cols)*rows)
+		for c0 := 0; c0 < cols; c0 += block {
+			c1 := min(c0+block, cols)
+			chunk := buf[:(c1-c0)*rows]
+			for r := 0; r < rows; r++ {
+				for j, v := range p.W[r*cols+c0 : r*cols+c1] {
+					chunk[j*rows+r] = v
+				}
+			}
+			if err := emit(chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// shards splits ts into files of at most max bytes of data, in order, as
+// transformers does: a tensor that would overflow the current shard starts
+// the next, and one larger than max has a shard of its own.
+func shards(ts []stOut, dtype Dtype, max int64) [][]stOut {
+	var out [][]stOut
+	var cur []stOut
+	var size int64
+	for _, t := range ts {
+		n := int64(prod(t.shape) * dtype.size())
+		if len(cur) > 0 && size+n > max {
+			out, cur, size = append(out, cur), nil, 0
+		}
+		cur, size = append(cur, t), size+n
+	}
+	return append(out, cur)
+}
+
+// plainName reports whether name is a file name without a path.
+func plainName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, `/\`)
+}
+
 // Save writes ck to dir atomically. Model is required; the rest optional.
 func Save(dir string, ck Checkpoint) error {
 	if ck.Model == nil {
 		return fmt.Errorf("save checkpoint %s: no model", dir)
 	}
 	m := ck.Model
-	files := map[string][]byte{}
-	cfg, err := json.MarshalIndent(m.Cfg.hf(), "", "  ")
-	if err != nil {
-		return fmt.Errorf("save checkpoint %s: config: %w", dir, err)
+	dtype := ck.Dtype
+	switch dtype {
+	case "":
+		dtype = F32
+	case F32, BF16:
+	default:
+		return fmt.Errorf("save checkpoint %s: dtype %q: want F32 or BF16", dir, dtype)
 	}
-	files["config.json"] = cfg
-	var ts []namedTensor
+	maxShard := ck.MaxShard
+	if maxShard <= 0 {
+		maxShard = DefaultMaxShard
+	}
+	// Every value is checked before a file is written: a diverged model
+	// must not replace a good checkpoint. bf16 weights need the masters
+	// beside them unless rounding lost nothing (a model read from bf16).
+	exact := true
 	for i := range m.Params {
 		p := &m.Params[i]
 		if j := nonFinite(p.W); j >= 0 {
-			// A diverged model must not replace a good checkpoint.
 			return fmt.Errorf("save checkpoint %s: tensor %s holds %v at index %d: the weights are not finite", dir, p.Name, p.W[j], j)
 		}
-		t := namedTensor{name: p.Name, shape: p.Shape, data: p.W}
-		if transposed(p) {
-			t.shape = []int{p.Shape[1], p.Shape[0]}
-			t.data = transpose(p.W, p.Shape[0], p.Shape[1])
+		if dtype != BF16 {
+			continue
 		}
-		ts = append(ts, t)
-	}
-	if files["model.safetensors"], err = encodeSafetensors(ts, map[string]string{"format": "pt"}); err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", dir, err)
-	}
-	if o := ck.Optim; o != nil {
-		if len(o.m) != len(m.data) {
-			return fmt.Errorf("save checkpoint %s: optimiser holds %d weights, model %d", dir, len(o.m), len(m.data))
-		}
-		meta := map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmtF(o.Beta1), "beta2": fmtF(o.Beta2),
-			"eps": fmtF(o.Eps), "weight_decay": fmtF(o.WeightDecay)}
-		if files["optimizer.safetensors"], err = encodeSafetensors([]namedTensor{
-			{"exp_avg", []int{len(o.m)}, o.m}, {"exp_avg_sq", []int{len(o.v)}, o.v}}, meta); err != nil {
-			return fmt.Errorf("save checkpoint %s: %w", dir, err)
+		for j, x := range p.W {
+			b := bf16(x)
+			if b&0x7f80 == 0x7f80 {
+				return fmt.Errorf("save checkpoint %s: tensor %s holds %v at index %d, past bfloat16's range", dir, p.Name, x, j)
+			}
+			exact = exact && uint32(b)<<16 == math.Float32bits(x)
 		}
 	}
+	if o := ck.Optim; o != nil && len(o.m) != len(m.data) {
+		return fmt.Errorf("save checkpoint %s: optimiser holds %d weights, model %d", dir, len(o.m), len(m.data))
+	}
+	for name := range ck.Extra {
+		if !plainName(name) {
+			return fmt.Errorf("save checkpoint %s: extra file name %q is not a plain name", dir, name)
+		}
+	}
+	for name := range ck.Files {
+		switch {
+		case !plainName(name):
+			return fmt.Errorf("save checkpoint %s: file name %q is not a plain name", dir, name)
+		case name == "config.json" || name == "tokenizer.json" || name == "model.safetensors.index.json" ||
+			name == "state" || name == "extra" || strings.HasSuffix(name, ".safetensors"):
+			// Save writes these itself; another *.safetensors vLLM would load as weights.
+			return fmt.Errorf("save checkpoint %s: file %q would clash with the checkpoint's own", dir, name)
+		}
+	}
+	h := m.Cfg.hf()
+	h.TorchDtype = dtype.torch()
+	cfg, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s: config: %w", dir, err)
+	}
+	var tok []byte
 	if ck.Tokenizer != nil {
-		if files["tokenizer.json"], err = ck.Tokenizer.MarshalJSON(); err != nil {
+		if tok, err = ck.Tokenizer.MarshalJSON(); err != nil {
 			return fmt.Errorf("save checkpoint %s: tokenizer: %w", dir, err)
 		}
 	}
-	for name, data := range ck.Extra {
-		if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
-			return fmt.Errorf("save checkpoint %s: extra file name %q is not a plain name", dir, name)
-		}
-		files[filepath.Join("extra", name)] = data
+	ts := make([]stOut, len(m.Params))
+	for i := range m.Params {
+		ts[i] = hfOut(&m.Params[i])
 	}
-	return writeDirAtomic(dir, files)
+	err = writeDirAtomic(dir, func(tmp string) error {
+		if err := writeFile(tmp, "config.json", bytesOf(cfg)); err != nil {
+			return err
+		}
+		if err := writeWeights(tmp, dtype, ts, maxShard); err != nil {
+			return err
+		}
+		if dtype == BF16 && !exact {
+			meta := map[string]string{"format": "pt", "of": "the fp32 master weights of the bf16 weights beside state/"}
+			if err := writeFile(tmp, "state/master.safetensors", func(w io.Writer) error {
+				return writeSafetensors(w, F32, ts, meta)
+			}); err != nil {
+				return err
+			}
+		}
+		if o := ck.Optim; o != nil {
+			meta := map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmtF(o.Beta1), "beta2": fmtF(o.Beta2),
+				"eps": fmtF(o.Eps), "weight_decay": fmtF(o.WeightDecay)}
+			moments := []stOut{namedTensor{"exp_avg", []int{len(o.m)}, o.m}.out(), namedTensor{"exp_avg_sq", []int{len(o.v)}, o.v}.out()}
+			if err := writeFile(tmp, "state/optimizer.safetensors", func(w io.Writer) error {
+				return writeSafetensors(w, F32, moments, meta)
+			}); err != nil {
+				return err
+			}
+		}
+		if tok != nil {
+			if err := writeFile(tmp, "tokenizer.json", bytesOf(tok)); err != nil {
+				return err
+			}
+		}
+		for name, data := range ck.Files {
+			if err := writeFile(tmp, name, bytesOf(data)); err != nil {
+				return err
+			}
+		}
+		for name, data := range ck.Extra {
+			if err := writeFile(tmp, "extra/"+name, bytesOf(data)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeWeights writes ts as model.safetensors, or, past maxShard bytes, as
+// transformers' numbered shards and their index.
+func writeWeights(dir string, dtype Dtype, ts []stOut, maxShard int64) error {
+	pt := map[string]string{"format": "pt"}
+	parts := shards(ts, dtype, maxShard)
+	if len(parts) == 1 {
+		return writeFile(dir, "model.safetensors", func(w io.Writer) error { return writeSafetensors(w, dtype, ts, pt) })
+	}
+	weightMap := map[string]string{}
+	var total int64
+	for k, part := range parts {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, len(parts))
+		for _, t := range part {
+			weightMap[t.name] = name
+			total += int64(prod(t.shape) * dtype.size())
+		}
+		if err := writeFile(dir, name, func(w io.Writer) error { return writeSafetensors(w, dtype, part, pt) }); err != nil {
+			return err
+		}
+	}
+	idx, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("shard index: %w", err)
+	}
+	return writeFile(dir, "model.safetensors.index.json", bytesOf(append(idx, '\n')))
 }
 
 // nonFinite returns the index of the first NaN or infinite value, or -1.
@@ -181,15 +431,58 @@ func nonFinite(xs []float32) int {
 
 func fmtF(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-func writeDirAtomic(dir string, files map[string][]byte) error {
+// createFile opens a checkpoint file for writing; tests replace it to fail
+// part-way.
+var createFile = func(path string) (checkpointFile, error) { return os.Create(path) }
+
+type checkpointFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+}
+
+func bytesOf(data []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}
+}
+
+// writeFile creates dir/name (and its folder), streams it with write and
+// syncs it to the disk.
+func writeFile(dir, name string, write func(io.Writer) error) error {
+	path := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	f, err := createFile(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	err = write(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// writeDirAtomic has write fill a temporary sibling of dir, syncs its
+// folders and puts it in dir's place; on any failure dir is left as it was.
+func writeDirAtomic(dir string, write func(tmp string) error) error {
 	dir = filepath.Clean(dir)
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", dir, err)
+		return err
 	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", dir, err)
+		return err
 	}
 	ok := false
 	defer func() {
@@ -197,47 +490,52 @@ func writeDirAtomic(dir string, files map[string][]byte) error {
 			os.RemoveAll(tmp)
 		}
 	}()
-	for name, data := range files {
-		p := filepath.Join(tmp, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return fmt.Errorf("save checkpoint %s: %w", dir, err)
-		}
-		if err := durable.WriteFile(p, data); err != nil {
-			return fmt.Errorf("save checkpoint %s: %w", dir, err)
-		}
+	if err := write(tmp); err != nil {
+		return err
 	}
-	if _, err := os.Stat(filepath.Join(tmp, "extra")); err == nil {
-		if err := durable.SyncDir(filepath.Join(tmp, "extra")); err != nil {
-			return err
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := durable.SyncDir(filepath.Join(tmp, e.Name())); err != nil {
+				return err
+			}
 		}
 	}
 	if err := durable.SyncDir(tmp); err != nil {
 		return err
 	}
 	if err := durable.ReplaceDir(tmp, dir); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
+		return err
 	}
 	ok = true
 	return nil
 }
 
-// readWeights reads model.safetensors, or the shards that
-// model.safetensors.index.json lists.
-func readWeights(dir string) (map[string]stTensor, error) {
+// readWeights reads the fp32 masters in state/ when there are some (fromMasters), else
+// model.safetensors or the shards that model.safetensors.index.json lists.
+func readWeights(dir string) (ts map[string]stTensor, fromMasters bool, err error) {
+	master := filepath.Join(dir, "state", "master.safetensors")
+	if _, err := os.Stat(master); err == nil {
+		ts, _, err := readSafetensors(master)
+		return ts, true, err
+	}
 	single := filepath.Join(dir, "model.safetensors")
 	if _, err := os.Stat(single); err == nil {
 		ts, _, err := readSafetensors(single)
-		return ts, err
+		return ts, false, err
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
 	if err != nil {
-		return nil, fmt.Errorf("neither model.safetensors nor a shard index: %w", err)
+		return nil, false, fmt.Errorf("neither model.safetensors nor a shard index: %w", err)
 	}
 	var idx struct {
 		WeightMap map[string]string `json:"weight_map"`
 	}
 	if err := json.Unmarshal(raw, &idx); err != nil {
-		return nil, fmt.Errorf("model.safetensors.index.json: %w", err)
+		return nil, false, fmt.Errorf("model.safetensors.index.json: %w", err)
 	}
 	all := map[string]stTensor{}
 	seen := map[string]bool{}
@@ -247,22 +545,23 @@ func readWeights(dir string) (map[string]stTensor, error) {
 		}
 		seen[shard] = true
 		if shard != filepath.Base(shard) {
-			return nil, fmt.Errorf("model.safetensors.index.json: shard %q is not a plain file name", shard)
+			return nil, false, fmt.Errorf("model.safetensors.index.json: shard %q is not a plain file name", shard)
 		}
 		ts, _, err := readSafetensors(filepath.Join(dir, shard))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for k, v := range ts {
 			all[k] = v
 		}
 	}
-	return all, nil
+	return all, false, nil
 }
 
-// Load reads a checkpoint directory: ours, or a Hugging Face Llama/Qwen2
-// model (config.json + model.safetensors or its shards, tied or untied
-// embeddings; a tied LM head is copied, and then trains untied). When want is non-nil, an
+// Load reads a checkpoint directory: ours (the fp32 masters in state/ when
+// there are some), or a Hugging Face Llama/Qwen2 model (config.json +
+// model.safetensors or its shards, tied or untied embeddings; a tied LM
+// head is copied, and then trains untied). When want is non-nil, an
 // architecture that differs is refused with the first differing field.
 func Load(dir string, want *Config) (*Checkpoint, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
@@ -286,9 +585,13 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 	}
-	ts, err := readWeights(dir)
+	ts, fromMasters, err := readWeights(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	from := "" // names the masters' file in errors about its tensors
+	if fromMasters {
+		from = " (state/master.safetensors)"
 	}
 	for i := range m.Params {
 		p := &m.Params[i]
@@ -300,18 +603,18 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("load checkpoint %s: tensor %s missing", dir, p.Name)
+			return nil, fmt.Errorf("load checkpoint %s: tensor %s missing%s", dir, p.Name, from)
 		}
 		wantShape := p.Shape
 		if transposed(p) {
 			wantShape = []int{p.Shape[1], p.Shape[0]}
 		}
 		if !slices.Equal(t.shape, wantShape) {
-			return nil, fmt.Errorf("load checkpoint %s: tensor %s has shape %v, want %v", dir, p.Name, t.shape, wantShape)
+			return nil, fmt.Errorf("load checkpoint %s: tensor %s%s has shape %v, want %v", dir, p.Name, from, t.shape, wantShape)
 		}
 		if j := nonFinite(t.data); j >= 0 {
-			return nil, fmt.Errorf("load checkpoint %s: tensor %s holds %v at index %d: the weights are not finite (a diverged run?); resume from an earlier checkpoint",
-				dir, p.Name, t.data[j], j)
+			return nil, fmt.Errorf("load checkpoint %s: tensor %s%s holds %v at index %d: the weights are not finite (a diverged run?); resume from an earlier checkpoint",
+				dir, p.Name, from, t.data[j], j)
 		}
 		if transposed(p) {
 			copy(p.W, transpose(t.data, wantShape[0], wantShape[1]))
@@ -319,8 +622,18 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 			copy(p.W, t.data)
 		}
 	}
-	ck := &Checkpoint{Model: m, Extra: map[string][]byte{}}
-	if ots, meta, err := readSafetensors(filepath.Join(dir, "optimizer.safetensors")); err == nil {
+	ck := &Checkpoint{Model: m, Extra: map[string][]byte{}, Format: Format{Dtype: F32}}
+	if h.dtype() == "bfloat16" {
+		ck.Dtype = BF16
+	}
+	if ck.Files, err = readHFFiles(dir); err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	optPath := filepath.Join(dir, "state", "optimizer.safetensors")
+	if _, err := os.Stat(optPath); errors.Is(err, os.ErrNotExist) {
+		optPath = filepath.Join(dir, "optimizer.safetensors") // written before state/ existed
+	}
+	if ots, meta, err := readSafetensors(optPath); err == nil {
 		o := &AdamW{}
 		o.Step, err = strconv.Atoi(meta["step"])
 		if err != nil {

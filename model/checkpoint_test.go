@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/swetui/swetui/config"
@@ -400,5 +404,517 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 	}
 	if _, err := Load(dir, &cfg); err == nil || !strings.Contains(err.Error(), "model.norm.weight holds +Inf") {
 		t.Fatalf("load of Inf weights: %v", err)
+	}
+}
+
+func TestBF16Rounding(t *testing.T) {
+	cases := []struct {
+		name string
+		in   uint32
+		want uint16
+	}{
+		{"one", 0x3f800000, 0x3f80},
+		{"minus one and a half", 0xbfc00000, 0xbfc0},
+		{"below half rounds down", 0x3f807fff, 0x3f80},
+		{"above half rounds up", 0x3f808001, 0x3f81},
+		{"tie to even, down", 0x3f808000, 0x3f80},
+		{"tie to even, up", 0x3f818000, 0x3f82},
+		{"carry into the exponent", 0x3fffffff, 0x4000},
+		{"zero", 0, 0},
+		{"minus zero", 0x80000000, 0x8000},
+		{"smallest subnormal", 0x00000001, 0x0000},
+		{"largest float32 overflows", 0x7f7fffff, 0x7f80},
+		{"infinity", 0x7f800000, 0x7f80},
+		{"quiet NaN", 0x7fc00000, 0x7fc0},
+		{"NaN with low payload only", 0x7f800001, 0x7fc0},
+		{"negative NaN", 0xffa00000, 0xffe0},
+	}
+	for _, tc := range cases {
+		if got := bf16(math.Float32frombits(tc.in)); got != tc.want {
+			t.Errorf("%s: bf16(%#08x) = %#04x, want %#04x", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+// checkSafetensorsFile checks path as a strict safetensors reader (the
+// Rust crate) would: an 8-byte little-endian header length, a JSON object
+// padded to a multiple of 8, every tensor's offsets fitting its dtype and
+// shape, and the data back to back from 0 to the end of the file. It
+// returns the header's tensors.
+func checkSafetensorsFile(t *testing.T, path string) map[string]stEntry {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) < 8 {
+		t.Fatalf("%s: %d bytes", path, len(raw))
+	}
+	n := binary.LittleEndian.Uint64(raw)
+	if n%8 != 0 || 8+n > uint64(len(raw)) {
+		t.Fatalf("%s: header length %d (file %d bytes)", path, n, len(raw))
+	}
+	hb := raw[8 : 8+n]
+	if hb[0] != '{' {
+		t.Fatalf("%s: header does not start with {", path)
+	}
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(hb, &header); err != nil {
+		t.Fatalf("%s: header: %v", path, err)
+	}
+	delete(header, "__metadata__")
+	entries := map[string]stEntry{}
+	var spans [][2]int
+	for name, r := range header {
+		var e stEntry
+		dec := json.NewDecoder(strings.NewReader(string(r)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("%s: tensor %s: %v", path, name, err)
+		}
+		size := map[string]int{"F32": 4, "BF16": 2}[e.Dtype]
+		if size == 0 || e.Offsets[1]-e.Offsets[0] != prod(e.Shape)*size {
+			t.Fatalf("%s: tensor %s: %s %v at %v", path, name, e.Dtype, e.Shape, e.Offsets)
+		}
+		entries[name] = e
+		spans = append(spans, e.Offsets)
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	end := 0
+	for _, s := range spans {
+		if s[0] != end {
+			t.Fatalf("%s: data not contiguous: a tensor starts at %d, the previous ends at %d", path, s[0], end)
+		}
+		end = s[1]
+	}
+	if uint64(end) != uint64(len(raw))-8-n {
+		t.Fatalf("%s: tensors end at %d, the data is %d bytes", path, end, uint64(len(raw))-8-n)
+	}
+	return entries
+}
+
+// hfValues is p's weights in HF layout ([out, in] for linear weights).
+func hfValues(p *Param) []float32 {
+	if transposed(p) {
+		return transpose(p.W, p.Shape[0], p.Shape[1])
+	}
+	return p.W
+}
+
+func roundBF16(xs []float32) []float32 {
+	out := make([]float32, len(xs))
+	for i, x := range xs {
+		out[i] = math.Float32frombits(uint32(bf16(x)) << 16)
+	}
+	return out
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// trainedTiny is a tiny model one AdamW step in, so its weights are not
+// bf16 values, with its optimiser.
+func trainedTiny(t *testing.T, cfg Config) (*Model, *AdamW) {
+	t.Helper()
+	m := tinyModel(t, cfg, 5)
+	o := NewAdamW(config.Optim{Beta1: 0.9, Beta2: 0.95, Eps: 1e-7, WeightDecay: 0.1}, m.NumParams())
+	for i := range m.Grads() {
+		m.Grads()[i] = float32(i%7) - 3
+	}
+	if err := o.Update(m, 1e-3); err != nil {
+		t.Fatal(err)
+	}
+	return m, o
+}
+
+// A bf16 checkpoint holds the masters rounded to nearest even as
+// transformers expects them, the fp32 masters in state/ that Load prefers,
+// and the files the run started from.
+func TestCheckpointBF16(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.AttnBias = true
+	m, o := trainedTiny(t, cfg)
+	files := map[string][]byte{"tokenizer_config.json": []byte(`{"chat_template":"{{ x }}"}`),
+		"generation_config.json": []byte(`{"eos_token_id":[3,4]}`)}
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := Save(dir, Checkpoint{Model: m, Optim: o, Format: Format{Dtype: BF16, Files: files}}); err != nil {
+		t.Fatal(err)
+	}
+	var hc map[string]any
+	readJSON(t, filepath.Join(dir, "config.json"), &hc)
+	if hc["torch_dtype"] != "bfloat16" || hc["model_type"] != "qwen2" {
+		t.Errorf("config.json says torch_dtype %v, model_type %v", hc["torch_dtype"], hc["model_type"])
+	}
+	entries := checkSafetensorsFile(t, filepath.Join(dir, "model.safetensors"))
+	if len(entries) != len(m.Params) {
+		t.Errorf("model.safetensors holds %d tensors, the model %d", len(entries), len(m.Params))
+	}
+	ts, _, err := readSafetensors(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Params {
+		p := &m.Params[i]
+		if entries[p.Name].Dtype != "BF16" {
+			t.Errorf("%s is %s, want BF16", p.Name, entries[p.Name].Dtype)
+		}
+		if !slices.Equal(ts[p.Name].data, roundBF16(hfValues(p))) {
+			t.Errorf("%s: the bf16 weights are not the masters rounded to nearest even", p.Name)
+		}
+	}
+	for _, name := range []string{"state/master.safetensors", "state/optimizer.safetensors"} {
+		for _, e := range checkSafetensorsFile(t, filepath.Join(dir, name)) {
+			if e.Dtype != "F32" {
+				t.Errorf("%s holds %s, want F32", name, e.Dtype)
+			}
+		}
+	}
+	top, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if len(top) != 1 {
+		t.Errorf("top-level safetensors %v: vLLM would load every one as weights", top)
+	}
+	for name, want := range files {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(got) != string(want) {
+			t.Errorf("%s = %q (%v), want %q", name, got, err, want)
+		}
+	}
+
+	ck, err := Load(dir, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ck.Model.Weights(), m.Weights()) {
+		t.Error("the fp32 masters did not come back bit for bit")
+	}
+	om, ov := o.State()
+	lm, lv := ck.Optim.State()
+	if !slices.Equal(om, lm) || !slices.Equal(ov, lv) || ck.Optim.Step != o.Step {
+		t.Error("optimiser state differs after load")
+	}
+	if ck.Dtype != BF16 || len(ck.Files) != len(files) || string(ck.Files["generation_config.json"]) != string(files["generation_config.json"]) {
+		t.Errorf("Load's format: %s, files %v", ck.Dtype, slices.Collect(maps.Keys(ck.Files)))
+	}
+
+	// Without state/ it reads as transformers does: the bf16 values.
+	if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
+		t.Fatal(err)
+	}
+	ck, err = Load(dir, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Params {
+		if !slices.Equal(ck.Model.Params[i].W, roundBF16(m.Params[i].W)) {
+			t.Errorf("%s without masters: not the bf16 rounding", m.Params[i].Name)
+		}
+	}
+	if ck.Optim != nil {
+		t.Error("an optimiser came back from a checkpoint without state/")
+	}
+
+	// Weights that are bf16 values already (a model as read from a bf16
+	// folder) lose nothing: no masters are written, and they load exactly.
+	exact := ck.Model
+	dir2 := filepath.Join(t.TempDir(), "exact")
+	if err := Save(dir2, Checkpoint{Model: exact, Format: Format{Dtype: BF16}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir2, "state", "master.safetensors")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("masters written for bf16-exact weights: %v", err)
+	}
+	ck2, err := Load(dir2, &cfg)
+	if err != nil || !slices.Equal(ck2.Model.Weights(), exact.Weights()) {
+		t.Errorf("bf16-exact weights did not load exactly: %v", err)
+	}
+}
+
+// Past MaxShard bytes the weights are split as transformers splits them,
+// with an index that Load (and transformers, and vLLM) follow.
+func TestCheckpointShards(t *testing.T) {
+	cfg := tinyConfig()
+	m, o := trainedTiny(t, cfg)
+	cases := []struct {
+		name     string
+		dtype    Dtype
+		maxShard int64
+		shards   int // 0: one model.safetensors, no index
+	}{
+		{"bf16 in 1 KB shards", BF16, 1000, -1},
+		{"f32 in 4 KB shards", F32, 4096, -1},
+		{"bf16 that fits", BF16, 1 << 20, 0},
+		{"default shard size", F32, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ckpt")
+			if err := Save(dir, Checkpoint{Model: m, Optim: o, Format: Format{Dtype: tc.dtype, MaxShard: tc.maxShard}}); err != nil {
+				t.Fatal(err)
+			}
+			_, single := os.Stat(filepath.Join(dir, "model.safetensors"))
+			_, index := os.Stat(filepath.Join(dir, "model.safetensors.index.json"))
+			if tc.shards == 0 {
+				if single != nil || index == nil {
+					t.Fatalf("want one model.safetensors and no index: %v, %v", single, index)
+				}
+			} else {
+				if single == nil || index != nil {
+					t.Fatalf("want shards and an index, no model.safetensors: %v, %v", single, index)
+				}
+				var idx struct {
+					Metadata  map[string]json.Number `json:"metadata"`
+					WeightMap map[string]string      `json:"weight_map"`
+				}
+				readJSON(t, filepath.Join(dir, "model.safetensors.index.json"), &idx)
+				files, _ := filepath.Glob(filepath.Join(dir, "model-*.safetensors"))
+				if len(files) < 2 {
+					t.Fatalf("%d shards", len(files))
+				}
+				total, seen := 0, 0
+				for k, f := range files {
+					want := fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, len(files))
+					if filepath.Base(f) != want {
+						t.Errorf("shard %d is %s, want %s", k, filepath.Base(f), want)
+					}
+					size := 0
+					for name, e := range checkSafetensorsFile(t, f) {
+						if idx.WeightMap[name] != want {
+							t.Errorf("index maps %s to %s; it is in %s", name, idx.WeightMap[name], want)
+						}
+						if e.Dtype != string(tc.dtype) {
+							t.Errorf("%s is %s", name, e.Dtype)
+						}
+						size += e.Offsets[1] - e.Offsets[0]
+						seen++
+					}
+					if size > int(tc.maxShard) && len(checkSafetensorsFile(t, f)) > 1 {
+						t.Errorf("%s holds %d bytes of several tensors, past the %d limit", want, size, tc.maxShard)
+					}
+					total += size
+				}
+				if seen != len(m.Params) || len(idx.WeightMap) != len(m.Params) {
+					t.Errorf("shards hold %d tensors, the index %d, the model %d", seen, len(idx.WeightMap), len(m.Params))
+				}
+				if got := idx.Metadata["total_size"].String(); got != strconv.Itoa(total) {
+					t.Errorf("metadata.total_size = %s, the shards hold %d", got, total)
+				}
+			}
+			ck, err := Load(dir, &cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ck.Model.Weights(), m.Weights()) {
+				t.Error("weights differ after load")
+			}
+			if tc.dtype == BF16 {
+				// The shards themselves, as transformers reads them.
+				if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
+					t.Fatal(err)
+				}
+				if ck, err = Load(dir, &cfg); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(ck.Model.Weights(), roundBF16(m.Weights())) {
+					t.Error("the shards do not hold the bf16 rounding of the weights")
+				}
+			}
+		})
+	}
+}
+
+// failingFile fails its writes once it has taken budget bytes, as a full
+// disk would.
+type failingFile struct {
+	*os.File
+	budget int
+}
+
+func (f *failingFile) Write(b []byte) (int, error) {
+	if len(b) > f.budget {
+		n, _ := f.File.Write(b[:f.budget])
+		f.budget = 0
+		return n, syscall.ENOSPC
+	}
+	f.budget -= len(b)
+	return f.File.Write(b)
+}
+
+// A save that fails part-way, in any file, leaves the previous checkpoint
+// as it was and no temporary folder behind.
+func TestCheckpointFailedSaveKeepsTheOld(t *testing.T) {
+	cfg := tinyConfig()
+	old := tinyModel(t, cfg, 1)
+	m, o := trainedTiny(t, cfg)
+	cases := []struct {
+		name, file string
+		budget     int // bytes written before the failure; -1: cannot create
+	}{
+		{"second shard cannot be created", "model-00002-of-", -1},
+		{"disk full mid-shard", "model-00003-of-", 100},
+		{"disk full in the masters", "master.safetensors", 5000},
+		{"disk full in the optimiser", "optimizer.safetensors", 64},
+		{"copied file", "tokenizer_config.json", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ckpt")
+			format := Format{Dtype: BF16, MaxShard: 1000, Files: map[string][]byte{"tokenizer_config.json": []byte("{}")}}
+			if err := Save(dir, Checkpoint{Model: old, Format: format}); err != nil {
+				t.Fatal(err)
+			}
+			hit := false
+			createFile = func(path string) (checkpointFile, error) {
+				if !strings.HasPrefix(filepath.Base(path), tc.file) {
+					return os.Create(path)
+				}
+				hit = true
+				if tc.budget < 0 {
+					return nil, os.ErrPermission
+				}
+				f, err := os.Create(path)
+				return &failingFile{f, tc.budget}, err
+			}
+			defer func() { createFile = func(path string) (checkpointFile, error) { return os.Create(path) } }()
+			err := Save(dir, Checkpoint{Model: m, Optim: o, Format: format})
+			if !hit || err == nil || !strings.Contains(err.Error(), tc.file) {
+				t.Fatalf("save failing in %s: %v (reached: %v)", tc.file, err, hit)
+			}
+			ck, err := Load(dir, &cfg)
+			if err != nil || !slices.Equal(ck.Model.Weights(), old.Weights()) || ck.Optim != nil {
+				t.Fatalf("the old checkpoint did not survive: %v", err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".ckpt*")); len(left) > 0 {
+				t.Errorf("temporary folders left behind: %v", left)
+			}
+		})
+	}
+}
+
+func TestCheckpointRefusals(t *testing.T) {
+	cfg := tinyConfig()
+	cases := []struct {
+		name string
+		edit func(*Checkpoint)
+		want string
+	}{
+		{"NaN in bf16", func(c *Checkpoint) { c.Model.Params[2].W[1] = float32(math.NaN()); c.Dtype = BF16 }, "not finite"},
+		{"past bf16's range", func(c *Checkpoint) { c.Model.Params[2].W[1] = 3.4e38; c.Dtype = BF16 }, "past bfloat16's range"},
+		{"unknown dtype", func(c *Checkpoint) { c.Dtype = "F16" }, `dtype "F16"`},
+		{"file with a path", func(c *Checkpoint) { c.Files = map[string][]byte{"../x": nil} }, "not a plain name"},
+		{"file named as a weight file", func(c *Checkpoint) { c.Files = map[string][]byte{"extra.safetensors": nil} }, "clash"},
+		{"file named config.json", func(c *Checkpoint) { c.Files = map[string][]byte{"config.json": nil} }, "clash"},
+		{"file named state", func(c *Checkpoint) { c.Files = map[string][]byte{"state": nil} }, "clash"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ckpt")
+			good := tinyModel(t, cfg, 2)
+			if err := Save(dir, Checkpoint{Model: good}); err != nil {
+				t.Fatal(err)
+			}
+			ck := Checkpoint{Model: good.Clone()}
+			tc.edit(&ck)
+			if err := Save(dir, ck); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Save: %v, want an error saying %q", err, tc.want)
+			}
+			if got, err := Load(dir, &cfg); err != nil || !slices.Equal(got.Model.Weights(), good.Weights()) {
+				t.Fatalf("the good checkpoint did not survive: %v", err)
+			}
+		})
+	}
+}
+
+// Checkpoints written before state/ existed keep optimizer.safetensors at
+// the top.
+func TestCheckpointOldOptimizerPlace(t *testing.T) {
+	cfg := tinyConfig()
+	m, o := trainedTiny(t, cfg)
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := Save(dir, Checkpoint{Model: m, Optim: o}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "state", "optimizer.safetensors"), filepath.Join(dir, "optimizer.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := Load(dir, &cfg)
+	if err != nil || ck.Optim == nil || ck.Optim.Step != o.Step {
+		t.Fatalf("optimiser at the old place not read: %v", err)
+	}
+}
+
+func TestFormatOf(t *testing.T) {
+	root := t.TempDir()
+	hf := func(name string, cfg map[string]any, files ...string) string {
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(cfg)
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(f+" data"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	qwen := hf("qwen", map[string]any{"torch_dtype": "bfloat16"}, "tokenizer_config.json", "generation_config.json", "special_tokens_map.json", "vocab.json")
+	newer := hf("newer", map[string]any{"dtype": "bfloat16"}, "generation_config.json")
+	half := hf("half", map[string]any{"torch_dtype": "float16"})
+	run := filepath.Join(root, "run-step")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(hf("p", map[string]any{"torch_dtype": "bfloat16"}, "tokenizer_config.json"), filepath.Join(run, "policy")); err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"generation_config.json", "special_tokens_map.json", "tokenizer_config.json"}
+	cases := []struct {
+		name, init, setting string
+		dtype               Dtype
+		files               []string
+		err                 string
+	}{
+		{"fresh model, auto", "", "auto", F32, nil, ""},
+		{"fresh model, bf16", "", "bf16", BF16, nil, ""},
+		{"bf16 HF folder, auto", qwen, "auto", BF16, all, ""},
+		{"bf16 HF folder, f32", qwen, "f32", F32, all, ""},
+		{"transformers 4.56's dtype key", newer, "auto", BF16, []string{"generation_config.json"}, ""},
+		{"f16 HF folder, auto", half, "auto", F32, nil, ""},
+		{"run checkpoint", run, "auto", BF16, []string{"tokenizer_config.json"}, ""},
+		{"unknown setting", qwen, "fp16", "", nil, "run.save_dtype"},
+		{"missing folder", filepath.Join(root, "none"), "auto", "", nil, "config.json"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := FormatOf(tc.init, tc.setting)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := slices.Sorted(maps.Keys(f.Files))
+			if f.Dtype != tc.dtype || !slices.Equal(names, tc.files) {
+				t.Errorf("got %s with %v, want %s with %v", f.Dtype, names, tc.dtype, tc.files)
+			}
+			for name, data := range f.Files {
+				if string(data) != name+" data" {
+					t.Errorf("%s holds %q", name, data)
+				}
+			}
+		})
 	}
 }

@@ -31,10 +31,12 @@
 //     1e-4; measured ~2e-6).
 //   - AdamW, ClipGradNorm, Schedule (optim.go); Clone for the frozen
 //     reference; CopyWeightsFrom to refresh a sampling copy.
-//   - Save/Load (checkpoint.go): a directory that transformers can read as a
-//     Llama/Qwen2 model (config.json, model.safetensors), plus optimiser
-//     state, tokenizer.json and opaque extra files; written atomically. Load
-//     also reads Hugging Face checkpoints (F32/F16/BF16, tied or untied).
+//   - Save/Load (checkpoint.go): a directory that transformers and vLLM
+//     read as a Llama/Qwen2 model (config.json, model.safetensors or its
+//     shards, in f32 or bf16), plus the fp32 masters and optimiser state in
+//     state/, tokenizer.json and opaque extra files; streamed and written
+//     atomically. Load also reads Hugging Face checkpoints (F32/F16/BF16,
+//     tied or untied).
 //
 // # gorgonia
 //

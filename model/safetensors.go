@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -12,8 +13,10 @@ import (
 )
 
 // A minimal safetensors codec: 8-byte little-endian header size, a JSON
-// header {name: {dtype, shape, data_offsets}, "__metadata__": {...}}, then
-// the raw little-endian data. We write F32 and read F32, F16, BF16 and F64.
+// header {name: {dtype, shape, data_offsets}, "__metadata__": {...}} padded
+// with spaces to a multiple of 8, then the raw little-endian data, the
+// tensors back to back in header-offset order. We write F32 and BF16 and
+// read F32, F16, BF16 and F64.
 
 type stEntry struct {
 	Dtype   string `json:"dtype"`
@@ -21,44 +24,141 @@ type stEntry struct {
 	Offsets [2]int `json:"data_offsets"`
 }
 
+// Dtype is the element type Save writes weights in, by its safetensors
+// name.
+type Dtype string
+
+// The dtypes Save writes.
+const (
+	F32  Dtype = "F32"
+	BF16 Dtype = "BF16"
+)
+
+// size is the bytes of one value.
+func (d Dtype) size() int {
+	if d == BF16 {
+		return 2
+	}
+	return 4
+}
+
+// torch is the dtype's name in config.json's torch_dtype.
+func (d Dtype) torch() string {
+	if d == BF16 {
+		return "bfloat16"
+	}
+	return "float32"
+}
+
+// bf16 rounds f to bfloat16, to nearest even as torch does; a NaN stays a
+// NaN (quieted, so rounding cannot carry it into the infinities).
+func bf16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// stOut is one tensor to write: its name, its shape in the file and each,
+// which hands its values to emit in file order, a chunk at a time, so that
+// no copy of the whole model is built.
+type stOut struct {
+	name  string
+	shape []int
+	each  func(emit func([]float32) error) error
+}
+
+// namedTensor is a tensor held whole in memory.
 type namedTensor struct {
 	name  string
 	shape []int
 	data  []float32
 }
 
+func (t namedTensor) out() stOut {
+	return stOut{t.name, t.shape, func(emit func([]float32) error) error { return emit(t.data) }}
+}
+
+// encodeSafetensors is writeSafetensors into memory, for small files.
 func encodeSafetensors(ts []namedTensor, meta map[string]string) ([]byte, error) {
+	outs := make([]stOut, len(ts))
+	for i, t := range ts {
+		if prod(t.shape) != len(t.data) {
+			return nil, fmt.Errorf("safetensors: %s: shape %v does not hold %d values", t.name, t.shape, len(t.data))
+		}
+		outs[i] = t.out()
+	}
+	var buf bytes.Buffer
+	if err := writeSafetensors(&buf, F32, outs, meta); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeSafetensors streams ts to w in dtype, in the order given.
+func writeSafetensors(w io.Writer, dtype Dtype, ts []stOut, meta map[string]string) error {
 	header := map[string]any{}
 	if len(meta) > 0 {
 		header["__metadata__"] = meta
 	}
 	off := 0
 	for _, t := range ts {
-		if prod(t.shape) != len(t.data) {
-			return nil, fmt.Errorf("safetensors: %s: shape %v does not hold %d values", t.name, t.shape, len(t.data))
-		}
-		header[t.name] = stEntry{Dtype: "F32", Shape: t.shape, Offsets: [2]int{off, off + 4*len(t.data)}}
-		off += 4 * len(t.data)
+		n := prod(t.shape) * dtype.size()
+		header[t.name] = stEntry{Dtype: string(dtype), Shape: t.shape, Offsets: [2]int{off, off + n}}
+		off += n
 	}
 	h, err := json.Marshal(header)
 	if err != nil {
-		return nil, fmt.Errorf("safetensors: header: %w", err)
+		return fmt.Errorf("safetensors: header: %w", err)
 	}
-	for len(h)%8 != 0 {
+	for len(h)%8 != 0 { // the data then starts 8-byte aligned
 		h = append(h, ' ')
 	}
-	var buf bytes.Buffer
-	buf.Grow(8 + len(h) + off)
-	binary.Write(&buf, binary.LittleEndian, uint64(len(h)))
-	buf.Write(h)
-	b4 := make([]byte, 4)
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if _, err := bw.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(h)))); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	if _, err := bw.Write(h); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	const piece = 1 << 14 // values encoded at a time
+	buf := make([]byte, 0, piece*4)
 	for _, t := range ts {
-		for _, v := range t.data {
-			binary.LittleEndian.PutUint32(b4, math.Float32bits(v))
-			buf.Write(b4)
+		count := 0
+		err := t.each(func(xs []float32) error {
+			count += len(xs)
+			for len(xs) > 0 {
+				n := min(len(xs), piece)
+				buf = buf[:0]
+				if dtype == BF16 {
+					for _, x := range xs[:n] {
+						buf = binary.LittleEndian.AppendUint16(buf, bf16(x))
+					}
+				} else {
+					for _, x := range xs[:n] {
+						buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
+					}
+				}
+				if _, err := bw.Write(buf); err != nil {
+					return err
+				}
+				xs = xs[n:]
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("safetensors: %s: %w", t.name, err)
+		}
+		if count != prod(t.shape) {
+			return fmt.Errorf("safetensors: %s: shape %v does not hold %d values", t.name, t.shape, count)
 		}
 	}
-	return buf.Bytes(), nil
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	return nil
 }
 
 type stTensor struct {
