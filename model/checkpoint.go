@@ -237,9 +237,13 @@ func hfOut(p *Param) stOut {
 		for c0 := 0; c0 < cols; c0 += block {
 			c1 := min(c0+block, cols)
 			chunk := buf[:(c1-c0)*rows]
-			for r := 0; r < rows; r++ {
-				for j, v := range p.W[r*cols+c0 : r*cols+c1] {
-					chunk[j*rows+r] = v
+			for r0 := 0; r0 < rows; r0 += 16 { // 16x64 tiles: both sides stay in cache
+				r1 := min(r0+16, rows)
+				for j := 0; j < c1-c0; j++ {
+					dst := chunk[j*rows+r0 : j*rows+r1]
+					for r := range dst {
+						dst[r] = p.W[(r0+r)*cols+c0+j]
+					}
 				}
 			}
 			if err := emit(chunk); err != nil {
