@@ -271,6 +271,9 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*policy.M
 	}
 	p := policy.NewModel(m, model.NewAdamW(oc, m.NumParams()), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
 	p.Temp = ws.cfg.Sample.Temperature
+	if p.Format, err = model.FormatOf(ws.cfg.Model.InitCkpt, ws.cfg.Run.SaveDtype); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -302,7 +305,7 @@ func (ws *workspace) sft(ctx context.Context, pol *opened, dir string, start int
 	if err := pol.Sync(); err != nil {
 		return res, fmt.Errorf("sft: the weights back from %s: %w", pol.Device, err)
 	}
-	if err := model.Save(dir, model.Checkpoint{Model: pol.Host.Model, Tokenizer: ws.tok}); err != nil {
+	if err := model.Save(dir, model.Checkpoint{Model: pol.Host.Model, Tokenizer: ws.tok, Format: pol.Host.Format}); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -426,6 +429,7 @@ func (ws *workspace) openPolicy(ctx context.Context, pol *policy.Model, ref *pol
 	if err != nil {
 		return nil, err
 	}
+	dp.Format = pol.Format
 	where := dp.P.Engine.Device().Info().String()
 	if dp.P.Engine.Device().Info().Kind == "cpu" {
 		where = "the device engine on its CPU kernels"

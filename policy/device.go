@@ -19,6 +19,8 @@ type Device struct {
 	Tokenizer *model.Tokenizer
 	// Ref, when set, is the frozen reference saved beside the policy.
 	Ref *DeviceReference
+	// Format is how checkpoints write the weights, as Model.Format.
+	Format model.Format
 }
 
 var (
@@ -81,7 +83,7 @@ func (d *Device) Save(ctx context.Context, dir string) error {
 			return fmt.Errorf("save reference: %w", err)
 		}
 	}
-	return saveCheckpoint(dir, model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer}, rng, ref)
+	return saveCheckpoint(dir, model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer, Format: d.Format}, rng, ref)
 }
 
 // Load implements train.Store.

@@ -28,6 +28,9 @@ type Model struct {
 	// Temp is the softmax temperature of training logprobs: the sampling
 	// temperature, so ratios compare like with like.
 	Temp float64
+	// Format is how checkpoints write the weights (run.save_dtype, the init
+	// model's files); the fp32 masters are kept whatever the dtype.
+	Format model.Format
 
 	stop  []int
 	rngMu sync.Mutex // the sampler's random source: samplers and Save share it
@@ -180,7 +183,7 @@ func (p *Model) Save(ctx context.Context, dir string) error {
 	if p.Ref != nil {
 		ref = p.Ref.Model
 	}
-	return saveCheckpoint(dir, model.Checkpoint{Model: p.Model, Optim: p.Optim, Tokenizer: p.Tokenizer}, rng, ref)
+	return saveCheckpoint(dir, model.Checkpoint{Model: p.Model, Optim: p.Optim, Tokenizer: p.Tokenizer, Format: p.Format}, rng, ref)
 }
 
 // Load implements Store; an architecture that differs is refused with the
@@ -211,14 +214,14 @@ func (p *Model) Load(ctx context.Context, dir string) error {
 
 // saveCheckpoint writes a policy's part of a checkpoint in dir, as both
 // policies do: policy/ (ck, with the sampler's random source) and, when ref
-// is set, reference/.
+// is set, reference/, both in ck's Format.
 func saveCheckpoint(dir string, ck model.Checkpoint, rng []byte, ref *model.Model) error {
 	ck.Extra = map[string][]byte{"sampler_rng": rng}
 	if err := model.Save(filepath.Join(dir, "policy"), ck); err != nil {
 		return err
 	}
 	if ref != nil {
-		return model.Save(filepath.Join(dir, "reference"), model.Checkpoint{Model: ref})
+		return model.Save(filepath.Join(dir, "reference"), model.Checkpoint{Model: ref, Format: ck.Format})
 	}
 	return nil
 }
