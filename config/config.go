@@ -25,6 +25,7 @@ type Config struct {
 	Sandbox    Sandbox    `toml:"sandbox"`
 	Prepare    Prepare    `toml:"prepare"`
 	SFT        SFT        `toml:"sft"`
+	LoRA       LoRA       `toml:"lora"`
 	Watchdog   Watchdog   `toml:"watchdog"`
 	UI         UI         `toml:"ui"`
 	Serve      Serve      `toml:"serve"`
@@ -103,6 +104,22 @@ type Model struct {
 	Device string `toml:"device"`
 	// CUDALibs are folders searched first for libcuda, cuBLAS and NVRTC.
 	CUDALibs []string `toml:"cuda_libs"`
+	// MicroTokens bounds one micro-batch of the device engine's passes
+	// (sequences × padded length); a group of long completions is split
+	// into micro-batches whose gradients add up.
+	MicroTokens int `toml:"micro_tokens"`
+}
+
+// LoRA trains low-rank adapters beside frozen weights (Hu et al., 2021)
+// instead of every weight; rank 0 trains every weight.
+type LoRA struct {
+	Rank  int     `toml:"rank"`
+	Alpha float64 `toml:"alpha"`
+	// Dropout must be 0: GRPO's ratio compares two passes' logprobs of the
+	// same tokens, which dropout would make differ; kept so that PEFT's
+	// key is recognised and refused with that reason.
+	Dropout float64  `toml:"dropout"`
+	Targets []string `toml:"targets"`
 }
 
 // Sample controls how completions are drawn from the policy.
@@ -369,7 +386,7 @@ func Default() Config {
 		Data: Data{Source: "mini", Split: "train", Include: []string{}, Exclude: []string{},
 			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1, Prompt: PromptOracle},
 		Model: Model{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 1024,
-			VocabSize: 2048, RopeTheta: 10000, Device: "cpu", CUDALibs: []string{}},
+			VocabSize: 2048, RopeTheta: 10000, Device: "cpu", CUDALibs: []string{}, MicroTokens: 16384},
 		Sample: Sample{Temperature: 0.9, TopP: 1.0, MaxNewTokens: 256},
 		Optim: Optim{LR: 1e-4, WeightDecay: 0.0, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, GradClip: 1.0,
 			Warmup: 10, Schedule: "constant"},
@@ -387,6 +404,7 @@ func Default() Config {
 			DiskMB:     1024, TmpMB: 256, CapAdd: []string{}, ReadOnlyRoot: true},
 		Prepare:  Prepare{History: HistoryBase, ImagePer: ImagePerAuto, Install: []string{}, Network: "none"},
 		SFT:      SFT{Steps: 1200, BatchSize: 4, LR: 1e-3, SyntheticPerTask: 8, PromptLossWeight: 1, HeldoutEvery: 100, SaveEvery: 50, Shipped: true},
+		LoRA: LoRA{Rank: 0, Alpha: 32, Targets: []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
 		Serve: Serve{Addr: "127.0.0.1:8765", Queue: 64, MaxPatches: 64, MaxBodyKB: 16384, RequestTimeoutS: 1800,

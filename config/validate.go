@@ -83,6 +83,16 @@ func Validate(cfg Config) error {
 	check(m.Context < 16, "model.context", m.Context, "must be at least 16")
 	check(m.VocabSize < 260, "model.vocab_size", m.VocabSize, "must be at least 260 (256 bytes plus special tokens)")
 	check(m.RopeTheta <= 0, "model.rope_theta", m.RopeTheta, "must be positive")
+	positive("model.micro_tokens", m.MicroTokens)
+	lo := cfg.LoRA
+	check(lo.Rank < 0, "lora.rank", lo.Rank, "must be 0 (train every weight) or more")
+	check(lo.Rank > 0 && !(lo.Alpha > 0), "lora.alpha", lo.Alpha, "must be more than 0")
+	check(lo.Dropout != 0, "lora.dropout", lo.Dropout,
+		"must be 0: GRPO's importance ratio compares the logprobs of two passes over the same tokens, which dropout would make differ")
+	check(lo.Rank > 0 && len(lo.Targets) == 0, "lora.targets", "[]", "must name at least one projection")
+	for _, t := range lo.Targets {
+		oneOf("lora.targets", t, "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+	}
 	check(!validDevice(m.Device), "model.device", fmt.Sprintf("%q", m.Device), `must be "cpu", "cuda" or "cuda:N"`)
 	if m.Heads > 0 && m.DModel > 0 {
 		check(m.DModel%m.Heads != 0, "model.d_model", m.DModel, fmt.Sprintf("must be a multiple of model.heads (%d)", m.Heads))

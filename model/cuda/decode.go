@@ -45,14 +45,24 @@ func (e *Engine) decodeFor(slots, capacity int) (*decodeState, error) {
 	e.dec.free(e.dev)
 	e.dec = nil
 	// Round up so that nearby calls reuse the state.
-	cp := min(e.cfg.BucketT(capacity), e.cfg.Context)
-	c := e.cfg
+	s, ps := layoutDecode(e.cfg, e.act, slots, min(e.cfg.BucketT(capacity), e.cfg.Context))
+	arenas, _, err := ps.alloc(e.dev)
+	if err != nil {
+		return nil, fmt.Errorf("kv cache of %d × %d: %w", slots, s.cap, err)
+	}
+	s.arenas = arenas
+	e.dec = s
+	return s, nil
+}
+
+// layoutDecode lays out a decode state of slots × cp without allocating it.
+func layoutDecode(c model.Config, act DType, slots, cp int) (*decodeState, *planSpec) {
 	D, F, V := c.DModel, c.DFF, c.VocabSize
 	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	s := &decodeState{slots: slots, cap: cp}
 	var ps planSpec
-	ps.layers(&s.kc, e.act, c.Layers, slots*cp*Hkv)
-	ps.layers(&s.vc, e.act, c.Layers, slots*cp*Hkv)
+	ps.layers(&s.kc, act, c.Layers, slots*cp*Hkv)
+	ps.layers(&s.vc, act, c.Layers, slots*cp*Hkv)
 	for _, t := range []*Tensor{&s.tok, &s.pos, &s.slot, &s.length, &s.stok} {
 		ps.add(t, I32, slots)
 	}
@@ -65,15 +75,9 @@ func (e *Engine) decodeFor(slots, capacity int) (*decodeState, error) {
 		n int
 	}{{&s.h, D}, {&s.tmp, D}, {&s.q, Hq}, {&s.k, Hkv}, {&s.v, Hkv}, {&s.o, Hq},
 		{&s.g, F}, {&s.up, F}, {&s.s, F}, {&s.hF, D}, {&s.logits, V}} {
-		ps.add(b.t, e.act, slots*b.n)
+		ps.add(b.t, act, slots*b.n)
 	}
-	arenas, _, err := ps.alloc(e.dev)
-	if err != nil {
-		return nil, fmt.Errorf("kv cache of %d × %d: %w", slots, cp, err)
-	}
-	s.arenas = arenas
-	e.dec = s
-	return s, nil
+	return s, &ps
 }
 
 func (e *Engine) cacheShape(s *decodeState) CacheShape {

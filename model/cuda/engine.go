@@ -368,7 +368,11 @@ func (e *Engine) planFor(B, T int, train bool) (*plan, error) {
 	if p, ok := e.plans[k]; ok {
 		return p, nil
 	}
-	if len(e.plans) >= maxPlans {
+	// The cached plans never hold more than the largest one a pass can
+	// need (what MemoryPlan counts as activations).
+	_, spec := layoutPlan(e.cfg, e.act, e.headRows(), B, T, train)
+	need := spec.bytes()
+	for len(e.plans) > 0 && (len(e.plans) >= maxPlans || e.cachedPlanBytes()+need > e.planBudget()) {
 		var oldest [3]int
 		least := e.clock + 1
 		for key := range e.plans {
@@ -389,6 +393,33 @@ func (e *Engine) planFor(B, T int, train bool) (*plan, error) {
 	}
 	e.plans[k] = p
 	return p, nil
+}
+
+func (e *Engine) cachedPlanBytes() int {
+	n := 0
+	for _, p := range e.plans {
+		n += p.bytes
+	}
+	return n
+}
+
+// planBudget is the largest plan a pass of this engine can need.
+func (e *Engine) planBudget() int {
+	return maxPlanBytes(e.cfg, e.act, e.headRows(), e.opts.MicroTokens, e.opts.Train)
+}
+
+// maxPlanBytes is the largest bucket plan a pass can need: for every
+// padded length T, as many sequences as microTokens allows (at least one).
+func maxPlanBytes(c model.Config, act DType, headRows, microTokens int, train bool) int {
+	most := 0
+	for T := 32; ; T *= 2 {
+		T = min(T, c.Context)
+		_, s := layoutPlan(c, act, headRows, max(1, microTokens/T), T, train)
+		most = max(most, s.bytes())
+		if T == c.Context {
+			return most
+		}
+	}
 }
 
 // PlanBytes is the device memory of bucket (B, T)'s plan, allocating it.

@@ -1,6 +1,10 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/swetui/swetui/model"
+)
 
 // A plan is the memory of one shape bucket: every buffer a forward (and,
 // for training, backward) pass over B sequences of T positions touches,
@@ -93,16 +97,26 @@ func (s *planSpec) alloc(dev Device) ([]Tensor, int, error) {
 	return all, bytes, nil
 }
 
-// newPlan lays out the buffers of bucket (B, T).
+// newPlan lays out and allocates the buffers of bucket (B, T).
 func (e *Engine) newPlan(B, T int, train bool) (*plan, error) {
-	c := e.cfg
+	p, s := layoutPlan(e.cfg, e.act, e.headRows(), B, T, train)
+	arenas, bytes, err := s.alloc(e.dev)
+	if err != nil {
+		return nil, err
+	}
+	p.arenas, p.bytes = arenas, bytes
+	return p, nil
+}
+
+// layoutPlan lays out the buffers of bucket (B, T) without allocating
+// them: newPlan allocates the layout, MemoryPlan counts it.
+func layoutPlan(c model.Config, a DType, headRows, B, T int, train bool) (*plan, *planSpec) {
 	N := B * T
 	D, F, V := c.DModel, c.DFF, c.VocabSize
 	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	L := c.Layers
 	p := &plan{B: B, T: T, N: N, train: train, cfgL: L, cfgD: D, cfgF: F, cfgV: V}
-	p.headRows = max(1, min(N, e.headRows()))
-	a := e.act
+	p.headRows = max(1, min(N, headRows))
 	var s planSpec
 	s.add(&p.tok, I32, N)
 	s.add(&p.pos, I32, N)
@@ -154,12 +168,16 @@ func (e *Engine) newPlan(B, T int, train bool) (*plan, error) {
 		s.add(&p.dhF, a, N*D)
 		s.add(&p.dhsel, a, N*D)
 	}
-	arenas, bytes, err := s.alloc(e.dev)
-	if err != nil {
-		return nil, err
+	return p, &s
+}
+
+// bytes is the memory the layout's arenas take.
+func (s *planSpec) bytes() int {
+	n := 0
+	for _, dt := range s.dtypes {
+		n += s.sizes[dt] * dt.Size()
 	}
-	p.arenas, p.bytes = arenas, bytes
-	return p, nil
+	return n
 }
 
 // layer returns the index of layer l's buffers (one shared set unless

@@ -1,0 +1,247 @@
+package cuda
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/swetui/swetui/model"
+)
+
+// A memory plan is what a run will hold on its device, counted before
+// anything is allocated from the same layouts the engine allocates
+// (layoutPlan, layoutDecode), so that a run that cannot fit is refused
+// up front with the settings that would make it fit, not by an
+// out-of-memory error an hour in.
+
+// MaxSnapshots is how many sampling copies an async run holds at most
+// (internal/snapshot's bound: the newest, one in use, one spare).
+const MaxSnapshots = 3
+
+// Workload is what a run puts on the device.
+type Workload struct {
+	Cfg model.Config
+	Act DType
+	// LoRA, when set, trains adapters of this shape; nil trains every weight.
+	LoRA *model.LoRAConfig
+	// Reference keeps the frozen KL reference (grpo.kl_coef > 0).
+	Reference bool
+	// Snapshots is how many sampling copies the async loop may hold (0 when
+	// sampling is synchronous; internal/snapshot keeps at most
+	// MaxSnapshots).
+	Snapshots int
+	// Completions is G: the completions decoded together, each with a KV
+	// cache of the whole context.
+	Completions int
+	MicroTokens int
+	HeadRows    int // 0: the engine's default
+}
+
+// MemItem is one line of the plan.
+type MemItem struct {
+	Name  string
+	Bytes int64
+}
+
+// MemoryPlan is a workload's device memory, item by item.
+type MemoryPlan struct {
+	Items []MemItem
+	Total int64
+}
+
+func (p *MemoryPlan) add(name string, b int) {
+	if b > 0 {
+		p.Items = append(p.Items, MemItem{name, int64(b)})
+		p.Total += int64(b)
+	}
+}
+
+// ParamCount is the number of weights of an architecture as model.Model
+// lays them out (an untied LM head).
+func ParamCount(c model.Config) int {
+	D, F, V := c.DModel, c.DFF, c.VocabSize
+	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	per := 2*D + D*Hq + 2*D*Hkv + Hq*D + 3*D*F
+	if c.AttnBias {
+		per += Hq + 2*Hkv
+	}
+	return 2*V*D + c.Layers*per + D
+}
+
+// LoRAParamCount is the number of adapter weights of shape l on c.
+func LoRAParamCount(c model.Config, l model.LoRAConfig) int {
+	D, F := c.DModel, c.DFF
+	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	dims := map[string][2]int{"q_proj": {D, Hq}, "k_proj": {D, Hkv}, "v_proj": {D, Hkv}, "o_proj": {Hq, D},
+		"gate_proj": {D, F}, "up_proj": {D, F}, "down_proj": {F, D}}
+	n := 0
+	for _, t := range l.Targets {
+		d := dims[t]
+		n += l.Rank * (d[0] + d[1])
+	}
+	return c.Layers * n
+}
+
+// headRowsOf is Engine.headRows for a workload.
+func headRowsOf(w Workload) int {
+	if w.HeadRows > 0 {
+		return w.HeadRows
+	}
+	return max(1, (64<<20)/w.Cfg.VocabSize)
+}
+
+// Plan counts a workload's memory.
+func Plan(w Workload) MemoryPlan {
+	c := w.Cfg
+	if w.MicroTokens <= 0 {
+		w.MicroTokens = 16384
+	}
+	np := ParamCount(c)
+	act := w.Act.Size()
+	var p MemoryPlan
+	rope := 2 * 4 * c.Context * (c.HeadDim / 2)
+	copyBytes := 4 * np // an engine's fp32 weights
+	if w.Act != F32 {
+		copyBytes += act * np // and their compute copy
+	}
+	what := "weights (fp32)"
+	if w.Act != F32 {
+		what = "weights (fp32 masters + " + w.Act.String() + " compute copy)"
+	}
+	p.add(what, copyBytes+rope)
+	maxRows := max(w.MicroTokens, c.Context, w.Completions)
+	var adapters int
+	if w.LoRA != nil {
+		n := LoRAParamCount(c, *w.LoRA)
+		adapters = 4 * n
+		if w.Act != F32 {
+			adapters += act * n
+		}
+		p.add(fmt.Sprintf("LoRA adapters (%d weights: masters, gradients, AdamW moments)", n),
+			adapters+3*4*n+4*max(c.DModel, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim))
+		p.add("LoRA scratch", 2*act*maxRows*w.LoRA.Rank)
+	} else {
+		p.add("gradients (fp32)", 4*np)
+		p.add("AdamW moments (fp32)", 8*np)
+	}
+	hr := headRowsOf(w)
+	p.add(fmt.Sprintf("activations (one micro-batch of %d tokens)", w.MicroTokens), maxPlanBytes(c, w.Act, hr, w.MicroTokens, true))
+	_, dec := layoutDecode(c, w.Act, max(1, w.Completions), c.Context)
+	if w.Snapshots == 0 { // else the snapshots sample, each with its cache
+		p.add(fmt.Sprintf("KV cache (%d completions × %d positions)", w.Completions, c.Context), dec.bytes())
+	}
+	if w.Reference {
+		if w.LoRA != nil {
+			p.Items = append(p.Items, MemItem{Name: "KL reference (the frozen base, shared: adapters off)"})
+		} else {
+			p.add("KL reference (a frozen copy + its activations)", copyBytes+rope+maxPlanBytes(c, w.Act, hr, w.MicroTokens, false))
+		}
+	}
+	if w.Snapshots > 0 {
+		each := copyBytes + rope
+		if w.LoRA != nil {
+			each = adapters + act*maxRows*w.LoRA.Rank
+		}
+		_, prefill := layoutPlan(c, w.Act, hr, 1, c.Context, false) // a snapshot only samples
+		each += prefill.bytes() + dec.bytes()
+		p.add(fmt.Sprintf("sampling snapshots (async: up to %d, each with a KV cache of %d × %d)", w.Snapshots, w.Completions, c.Context), w.Snapshots*each)
+	}
+	return p
+}
+
+// GiB formats bytes for the plan's lines.
+func GiB(b int64) string {
+	if b < 1<<30 {
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+}
+
+// String is the plan as the run prints it.
+func (p MemoryPlan) String() string {
+	var b strings.Builder
+	for _, it := range p.Items {
+		fmt.Fprintf(&b, "  %-68s %10s\n", it.Name, GiB(it.Bytes))
+	}
+	fmt.Fprintf(&b, "  %-68s %10s\n", "total", GiB(p.Total))
+	return b.String()
+}
+
+// Remedy is a change of settings and the plan it would give.
+type Remedy struct {
+	Setting string
+	Plan    MemoryPlan
+}
+
+// Remedies are the single changes that bring w within free bytes, in the
+// order a user would try them: LoRA, fewer completions per group, smaller
+// micro-batches, synchronous sampling.
+func Remedies(w Workload, free int64) []Remedy {
+	var out []Remedy
+	try := func(setting string, v Workload) {
+		if p := Plan(v); p.Total <= free {
+			out = append(out, Remedy{setting, p})
+		}
+	}
+	if w.LoRA == nil {
+		v := w
+		v.LoRA = &model.LoRAConfig{Rank: 16, Alpha: 32, Targets: model.LoRATargets}
+		try("lora.rank=16", v)
+	}
+	for g := w.Completions / 2; g >= 2; g /= 2 {
+		v := w
+		v.Completions = g
+		if Plan(v).Total <= free {
+			try(fmt.Sprintf("grpo.group_size=%d", g), v)
+			break
+		}
+	}
+	for mt := w.MicroTokens / 2; mt >= 1024; mt /= 2 {
+		v := w
+		v.MicroTokens = mt
+		if Plan(v).Total <= free {
+			try(fmt.Sprintf("model.micro_tokens=%d", mt), v)
+			break
+		}
+	}
+	if w.Snapshots > 0 {
+		v := w
+		v.Snapshots = 0
+		try("grpo.async.enabled=false", v)
+	}
+	return out
+}
+
+// FitError is a plan that does not fit the device's free memory.
+type FitError struct {
+	Plan     MemoryPlan
+	Free     int64
+	Device   string
+	Remedies []Remedy
+}
+
+func (e *FitError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "memory plan: the run needs %s on %s, which has %s free:\n%s", GiB(e.Plan.Total), e.Device, GiB(e.Free), e.Plan)
+	if len(e.Remedies) == 0 {
+		b.WriteString("no single setting makes it fit: combine lora.rank, a smaller grpo.group_size and model.micro_tokens, or use a device with more memory")
+		return b.String()
+	}
+	b.WriteString("it would fit with")
+	for i, r := range e.Remedies {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s (%s)", r.Setting, GiB(r.Plan.Total))
+	}
+	return b.String()
+}
+
+// Check refuses a plan over free bytes (0: unknown, e.g. the CPU device,
+// which is not checked) with the remedies that would make it fit.
+func Check(w Workload, free int64, device string) (MemoryPlan, error) {
+	p := Plan(w)
+	if free > 0 && p.Total > free {
+		return p, &FitError{Plan: p, Free: free, Device: device, Remedies: Remedies(w, free)}
+	}
+	return p, nil
+}
