@@ -364,12 +364,7 @@ func Save(dir string, ck Checkpoint) error {
 			}
 		}
 		if o := ck.Optim; o != nil {
-			meta := map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmtF(o.Beta1), "beta2": fmtF(o.Beta2),
-				"eps": fmtF(o.Eps), "weight_decay": fmtF(o.WeightDecay)}
-			moments := []stOut{namedTensor{"exp_avg", []int{len(o.m)}, o.m}.out(), namedTensor{"exp_avg_sq", []int{len(o.v)}, o.v}.out()}
-			if err := writeFile(tmp, "state/optimizer.safetensors", func(w io.Writer) error {
-				return writeSafetensors(w, F32, moments, meta)
-			}); err != nil {
+			if err := writeFile(tmp, "state/optimizer.safetensors", o.write); err != nil {
 				return err
 			}
 		}
@@ -383,12 +378,7 @@ func Save(dir string, ck Checkpoint) error {
 				return err
 			}
 		}
-		for name, data := range ck.Extra {
-			if err := writeFile(tmp, "extra/"+name, bytesOf(data)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeExtra(tmp, ck.Extra)
 	})
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", dir, err)
@@ -637,29 +627,7 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 	if _, err := os.Stat(optPath); errors.Is(err, os.ErrNotExist) {
 		optPath = filepath.Join(dir, "optimizer.safetensors") // written before state/ existed
 	}
-	if ots, meta, err := readSafetensors(optPath); err == nil {
-		o := &AdamW{}
-		o.Step, err = strconv.Atoi(meta["step"])
-		if err != nil {
-			return nil, fmt.Errorf("load checkpoint %s: optimizer step %q: %w", dir, meta["step"], err)
-		}
-		for _, f := range []struct {
-			key string
-			dst *float64
-		}{{"beta1", &o.Beta1}, {"beta2", &o.Beta2}, {"eps", &o.Eps}, {"weight_decay", &o.WeightDecay}} {
-			if *f.dst, err = strconv.ParseFloat(meta[f.key], 64); err != nil {
-				return nil, fmt.Errorf("load checkpoint %s: optimizer %s %q: %w", dir, f.key, meta[f.key], err)
-			}
-		}
-		o.m, o.v = ots["exp_avg"].data, ots["exp_avg_sq"].data
-		if nonFinite(o.m) >= 0 || nonFinite(o.v) >= 0 {
-			return nil, fmt.Errorf("load checkpoint %s: optimizer.safetensors: the AdamW moments are not finite", dir)
-		}
-		if len(o.m) != len(m.data) || len(o.v) != len(m.data) {
-			return nil, fmt.Errorf("load checkpoint %s: optimizer state has %d/%d values for %d weights", dir, len(o.m), len(o.v), len(m.data))
-		}
-		ck.Optim = o
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if ck.Optim, err = readOptim(optPath, len(m.data)); err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
@@ -667,16 +635,77 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 			return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 		}
 	}
+	if ck.Extra, err = readExtra(dir); err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	return ck, nil
+}
+
+// write streams the optimiser's moments, step and hyper-parameters as
+// safetensors (a checkpoint's state/optimizer.safetensors).
+func (o *AdamW) write(w io.Writer) error {
+	meta := map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmtF(o.Beta1), "beta2": fmtF(o.Beta2),
+		"eps": fmtF(o.Eps), "weight_decay": fmtF(o.WeightDecay)}
+	moments := []stOut{namedTensor{"exp_avg", []int{len(o.m)}, o.m}.out(), namedTensor{"exp_avg_sq", []int{len(o.v)}, o.v}.out()}
+	return writeSafetensors(w, F32, moments, meta)
+}
+
+// readOptim reads what AdamW.write wrote for n weights; nil when the file
+// does not exist.
+func readOptim(path string, n int) (*AdamW, error) {
+	ots, meta, err := readSafetensors(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Base(path)
+	o := &AdamW{}
+	if o.Step, err = strconv.Atoi(meta["step"]); err != nil {
+		return nil, fmt.Errorf("%s: step %q: %w", name, meta["step"], err)
+	}
+	for _, f := range []struct {
+		key string
+		dst *float64
+	}{{"beta1", &o.Beta1}, {"beta2", &o.Beta2}, {"eps", &o.Eps}, {"weight_decay", &o.WeightDecay}} {
+		if *f.dst, err = strconv.ParseFloat(meta[f.key], 64); err != nil {
+			return nil, fmt.Errorf("%s: %s %q: %w", name, f.key, meta[f.key], err)
+		}
+	}
+	o.m, o.v = ots["exp_avg"].data, ots["exp_avg_sq"].data
+	if nonFinite(o.m) >= 0 || nonFinite(o.v) >= 0 {
+		return nil, fmt.Errorf("%s: the AdamW moments are not finite", name)
+	}
+	if len(o.m) != n || len(o.v) != n {
+		return nil, fmt.Errorf("%s: optimizer state has %d/%d values for %d weights", name, len(o.m), len(o.v), n)
+	}
+	return o, nil
+}
+
+// writeExtra writes a checkpoint's opaque trainer files under extra/.
+func writeExtra(tmp string, extra map[string][]byte) error {
+	for name, data := range extra {
+		if err := writeFile(tmp, "extra/"+name, bytesOf(data)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readExtra reads dir/extra/ (none: an empty map).
+func readExtra(dir string) (map[string][]byte, error) {
+	extra := map[string][]byte{}
 	entries, err := os.ReadDir(filepath.Join(dir, "extra"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+		return nil, err
 	}
 	for _, e := range entries {
 		if e.Type().IsRegular() {
-			if ck.Extra[e.Name()], err = os.ReadFile(filepath.Join(dir, "extra", e.Name())); err != nil {
-				return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+			if extra[e.Name()], err = os.ReadFile(filepath.Join(dir, "extra", e.Name())); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return ck, nil
+	return extra, nil
 }
