@@ -181,3 +181,17 @@ func LoadAdapter(dir string, base *Model) (*Adapter, error) {
 	}
 	return a, nil
 }
+
+// ReadAdapterBase is an adapter folder's base model
+// (adapter_config.json's base_model_name_or_path).
+func ReadAdapterBase(dir string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
+	if err != nil {
+		return "", fmt.Errorf("adapter %s: %w", dir, err)
+	}
+	var pc peftConfig
+	if err := json.Unmarshal(raw, &pc); err != nil {
+		return "", fmt.Errorf("adapter %s: adapter_config.json: %w", dir, err)
+	}
+	return pc.BaseModel, nil
+}

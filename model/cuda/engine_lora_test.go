@@ -154,7 +154,7 @@ func TestLoRAPolicySamplesAsMerged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPolicy(NewCPU(), base.Clone(), l, F32, model.NewAdamW(oc, l.NumParams()), sched, 0, nil, 7)
+	p, err := NewPolicy(NewCPU(), base.Clone(), Options{Act: F32, LoRA: l}, model.NewAdamW(oc, l.NumParams()), sched, 0, nil, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

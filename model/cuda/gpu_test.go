@@ -460,7 +460,7 @@ func TestGPUBenchGRPO(t *testing.T) {
 		oc := config.Default().Optim
 		sched, _ := model.NewSchedule(oc, 100)
 		free0 := gpu.Info().FreeBytes
-		pol, err := NewPolicy(gpu, m, nil, BF16, model.NewAdamW(oc, m.NumParams()), sched, oc.GradClip, nil, 1)
+		pol, err := NewPolicy(gpu, m, Options{Act: BF16}, model.NewAdamW(oc, m.NumParams()), sched, oc.GradClip, nil, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

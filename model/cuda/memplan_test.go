@@ -131,7 +131,7 @@ func TestMemoryPlanMatchesAllocations(t *testing.T) {
 			defer p.Close()
 			ref := BaseReference(p, 1)
 			if !tc.lora {
-				if ref, err = NewReference(dev, base, F32, 1); err != nil {
+				if ref, err = NewReference(dev, base, Options{Act: F32, MicroTokens: micro}, 1); err != nil {
 					t.Fatal(err)
 				}
 				defer ref.Engine.Close()

@@ -37,10 +37,12 @@ type Policy struct {
 
 // NewPolicy puts m on dev for training with opt's hyper-parameters (its
 // moments, when it has taken steps, are uploaded too).
-// With lora non-nil only its adapters train (opt then holds their
-// moments) and the base weights stay frozen.
-func NewPolicy(dev Device, m *model.Model, lora *model.LoRA, act DType, opt *model.AdamW, sched model.Schedule, gradClip float64, stop []int, seed uint64) (*Policy, error) {
-	e, err := NewEngine(dev, m, Options{Act: act, Train: true, LoRA: lora})
+// o is the engine's (Train is implied); with o.LoRA only the adapters
+// train (opt then holds their moments) and the base weights stay frozen.
+func NewPolicy(dev Device, m *model.Model, o Options, opt *model.AdamW, sched model.Schedule, gradClip float64, stop []int, seed uint64) (*Policy, error) {
+	o.Train = true
+	lora := o.LoRA
+	e, err := NewEngine(dev, m, o)
 	if err != nil {
 		return nil, err
 	}
@@ -179,10 +181,7 @@ func (p *Policy) SetRNGState(b []byte) error {
 // (for checkpoints: model.Save then writes them as the CPU model would);
 // with LoRA, the adapters and their moments into p.LoRA and p.Optim.
 func (p *Policy) Sync(m *model.Model) error {
-	if p.LoRA != nil {
-		if err := p.Engine.Download(m, nil); err != nil {
-			return err
-		}
+	if p.LoRA != nil { // the base never moves: only the adapters come back
 		return p.Engine.DownloadLoRA(p.LoRA, p.Optim)
 	}
 	return p.Engine.Download(m, p.Optim)
@@ -205,6 +204,21 @@ func (p *Policy) Load(m *model.Model, opt *model.AdamW) error {
 		if err := p.Engine.UploadOptim(opt); err != nil {
 			return err
 		}
+		p.Optim = opt
+	}
+	if p.snapshotsStarted() {
+		return p.publishSnapshot()
+	}
+	return nil
+}
+
+// LoadLoRA uploads p.LoRA's adapters (a resumed checkpoint's, copied in)
+// and opt's moments when non-nil; p.Optim becomes opt.
+func (p *Policy) LoadLoRA(opt *model.AdamW) error {
+	if err := p.Engine.UploadLoRA(p.LoRA, opt); err != nil {
+		return err
+	}
+	if opt != nil {
 		p.Optim = opt
 	}
 	if p.snapshotsStarted() {
@@ -278,9 +292,11 @@ func BaseReference(p *Policy, temp float64) *Reference {
 	return &Reference{Engine: p.Engine, Temp: temp, base: true}
 }
 
-// NewReference puts m's weights on dev, forward only.
-func NewReference(dev Device, m *model.Model, act DType, temp float64) (*Reference, error) {
-	e, err := NewEngine(dev, m, Options{Act: act})
+// NewReference puts m's weights on dev, forward only (o.Train and o.LoRA
+// are ignored).
+func NewReference(dev Device, m *model.Model, o Options, temp float64) (*Reference, error) {
+	o.Train, o.LoRA = false, nil
+	e, err := NewEngine(dev, m, o)
 	if err != nil {
 		return nil, err
 	}
