@@ -133,13 +133,13 @@ func TestGRPOOnTheDevicePolicyLearns(t *testing.T) {
 	cfg := shareOfAConfig(t)
 	host, tok := policytest.Tiny(t, 3, 3e-2)
 	dev := cuda.NewCPU()
-	p, err := cuda.NewPolicy(dev, host.Model, nil, cuda.F32, host.Optim, host.Schedule, host.GradClip, host.StopTokens(), 3)
+	p, err := cuda.NewPolicy(dev, host.Model, cuda.Options{Act: cuda.F32}, host.Optim, host.Schedule, host.GradClip, host.StopTokens(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	p.Temp = 1
-	r, err := cuda.NewReference(dev, host.Model, cuda.F32, 1)
+	r, err := cuda.NewReference(dev, host.Model, cuda.Options{Act: cuda.F32}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
