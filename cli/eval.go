@@ -118,7 +118,7 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 		}
 		var first reward.Extraction
 		for i, r := range replies {
-			ex := reward.Extract(train.CompletionText(ws.tok, r.Tokens))
+			ex := reward.Extract(ws.chat.CompletionText(ws.tok, r.Tokens))
 			if ex.Valid() {
 				valid++
 			}

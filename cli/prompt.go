@@ -48,7 +48,8 @@ type planner interface {
 }
 
 // promptRun implements `swetui prompt`: the prompt the policy sees for one
-// instance, with the run's config and tokenizer, then what it holds.
+// instance, with the run's config, tokenizer and chat format (a Hugging
+// Face model.init_ckpt's own template), then what it holds.
 func promptRun(ctx context.Context, env Env, o promptOptions) error {
 	cfg := o.Config
 	if cfg.Model.Tokenizer == "" {
@@ -92,6 +93,8 @@ func promptRun(ctx context.Context, env Env, o promptOptions) error {
 		fmt.Fprintln(env.Stdout)
 	}
 	writePlan(env.Stdout, cfg, inst, plan, len(toks), room)
+	fmt.Fprintf(env.Stdout, "chat format: %s; a reply ends with %s; sampling stops at %s\n",
+		ws.chat.Name(), ws.chat.EndOfTurn(), strings.Join(ws.chat.StopTexts(), ", "))
 	return nil
 }
 

@@ -81,7 +81,7 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		return fmt.Errorf("run: %w", err)
 	}
 	deps := train.Deps{Policy: pol, Tokenizer: ws.tok, Scorer: scorer,
-		Prompter: ws.prompter, Tasks: ws.tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
+		Prompter: ws.prompter, Chat: ws.chat, Tasks: ws.tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
 		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
 	// Without a KL term (grpo.kl_coef = 0) no reference is kept: no copy of
 	// the weights, none in checkpoints.

@@ -30,6 +30,9 @@ type workspace struct {
 	repos    map[string]string // instance id -> host repository (mini suite, or reward.repos_dir clones)
 	prompter train.Prompter    // newPrompter's
 	tok      *model.Tokenizer
+	// chat is the format prompts are written in: model.init_ckpt's own
+	// chat template when it is a Hugging Face folder, else ChatML.
+	chat train.ChatFormat
 	// shipped is the shipped warm start this run uses (its tokenizer is
 	// ws.tok); notShipped says why a run that could use one does not.
 	shipped    *warmstart.Provenance
@@ -44,7 +47,8 @@ func maxContextBytes(cfg config.Config) int {
 
 // openWorkspace loads the split's tasks, finds their repositories and
 // loads or trains the tokenizer (saved as <run.out_dir>/tokenizer.json so a
-// resumed run tokenises as before).
+// resumed run tokenises as before), or takes model.init_ckpt's tokenizer
+// and chat format when that is a Hugging Face model folder.
 func openWorkspace(ctx context.Context, cfg config.Config, split string) (*workspace, error) {
 	cfg.Data.Split = split
 	insts, err := task.Load(ctx, cfg)
@@ -88,7 +92,7 @@ func promptBudget(cfg config.Config) int {
 // newPrompter builds data.prompt's prompter; count is the run's token
 // count (nil: an estimate).
 func (ws *workspace) newPrompter(count func(string) int) train.Prompter {
-	rp := train.RepoPrompter{Setting: ws.cfg.Data.Prompt, Budget: promptBudget(ws.cfg), Count: count,
+	rp := train.RepoPrompter{Setting: ws.cfg.Data.Prompt, Budget: promptBudget(ws.cfg), Count: count, Chat: ws.chat,
 		RepoDir: func(ctx context.Context, in *task.Instance) (string, error) {
 			if dir, ok := ws.repos[in.InstanceID]; ok {
 				return dir, nil
@@ -146,12 +150,28 @@ func (ws *workspace) heldoutExamples(ctx context.Context) ([]train.SFTExample, e
 		ws.findRepos(tasks)
 	}
 	ex, _, err := train.SFTExamples(ctx, tasks, ws.prompter, ws.tok, train.SFTData{Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens,
-		ContextLines: c.SFT.ContextLines})
+		ContextLines: c.SFT.ContextLines, Chat: ws.chat})
 	return ex, err
 }
 
+// loadTokenizer loads model.tokenizer; else model.init_ckpt's tokenizer
+// and chat format (hfFolder); else <run.out_dir>/tokenizer.json, trained
+// there first when there is none. Only a model folder changes the chat
+// format: a tokenizer named by model.tokenizer or trained by swetui writes
+// ChatML, as it always has.
 func (ws *workspace) loadTokenizer(ctx context.Context) error {
 	path := ws.cfg.Model.Tokenizer
+	if dir, ok := hfFolder(ws.cfg.Model.InitCkpt); ok && path == "" {
+		if err := ws.loadTokenizerFile(filepath.Join(dir, "tokenizer.json")); err != nil {
+			return err
+		}
+		chat, err := train.LoadChatFormat(dir, ws.tok)
+		if err != nil {
+			return fmt.Errorf("model.init_ckpt: %w", err)
+		}
+		ws.chat = chat
+		return nil
+	}
 	if path == "" {
 		path = filepath.Join(ws.cfg.Run.OutDir, "tokenizer.json")
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -159,6 +179,23 @@ func (ws *workspace) loadTokenizer(ctx context.Context) error {
 		}
 	}
 	return ws.loadTokenizerFile(path)
+}
+
+// hfFolder is the model folder of model.init_ckpt (a run checkpoint's
+// policy/, as loadModel reads it) when it holds a tokenizer.json: a Hugging
+// Face model, or a checkpoint swetui wrote.
+func hfFolder(initCkpt string) (string, bool) {
+	if initCkpt == "" {
+		return "", false
+	}
+	dir := initCkpt
+	if _, err := os.Stat(filepath.Join(dir, "policy", "config.json")); err == nil {
+		dir = filepath.Join(dir, "policy")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		return "", false
+	}
+	return dir, true
 }
 
 func (ws *workspace) loadTokenizerFile(path string) error {
@@ -179,7 +216,7 @@ func (ws *workspace) tokenizerTexts(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		texts = append(texts, p, train.GoldCompletion(in.Patch))
+		texts = append(texts, p, ws.chat.GoldCompletion(in.Patch))
 	}
 	return texts, nil
 }
@@ -255,8 +292,11 @@ func loadModel(dir string, tok *model.Tokenizer) (*model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tok != nil && ck.Model.Cfg.VocabSize != tok.VocabSize() {
-		return nil, fmt.Errorf("checkpoint %s: vocab_size %d does not match the tokenizer's %d", dir, ck.Model.Cfg.VocabSize, tok.VocabSize())
+	// Hugging Face models pad their embeddings past the tokenizer's ids
+	// (Qwen2.5-Coder-7B: 152064 rows for 151665 tokens); fewer rows than
+	// ids is a tokenizer that is not the model's.
+	if tok != nil && ck.Model.Cfg.VocabSize < tok.VocabSize() {
+		return nil, fmt.Errorf("checkpoint %s: vocab_size %d is less than the tokenizer's %d ids", dir, ck.Model.Cfg.VocabSize, tok.VocabSize())
 	}
 	return ck.Model, nil
 }
@@ -271,6 +311,7 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*policy.M
 	}
 	p := policy.NewModel(m, model.NewAdamW(oc, m.NumParams()), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
 	p.Temp = ws.cfg.Sample.Temperature
+	p.SetStopTokens(ws.chat.StopTokens(ws.tok))
 	if p.Format, err = model.FormatOf(ws.cfg.Model.InitCkpt, ws.cfg.Run.SaveDtype); err != nil {
 		return nil, err
 	}
@@ -283,7 +324,7 @@ func (ws *workspace) sft(ctx context.Context, pol *opened, dir string, start int
 	c := ws.cfg
 	examples, skipped, err := train.SFTExamples(ctx, ws.tasks, ws.prompter, ws.tok, train.SFTData{
 		Context: c.Model.Context, MaxNew: c.Sample.MaxNewTokens, Synthetic: c.SFT.SyntheticPerTask, Seed: c.Run.Seed,
-		ContextLines: c.SFT.ContextLines, RenameFrac: c.SFT.RenameFrac})
+		ContextLines: c.SFT.ContextLines, RenameFrac: c.SFT.RenameFrac, Chat: ws.chat})
 	if err != nil {
 		return train.SFTResult{}, err
 	}

@@ -41,15 +41,11 @@ type Model struct {
 	snaps snapshot.Set[*model.Model]
 }
 
-// NewModel wraps m; sampling stops at the chat template's end-of-turn
-// and end-of-text tokens.
+// NewModel wraps m; sampling stops at ChatML's end-of-turn and end-of-text
+// tokens (SetStopTokens for another chat format's).
 func NewModel(m *model.Model, opt *model.AdamW, sched model.Schedule, tok *model.Tokenizer, gradClip float64, seed uint64) *Model {
 	p := &Model{Model: m, Optim: opt, Schedule: sched, Tokenizer: tok, GradClip: gradClip}
-	for _, name := range []string{model.ImEnd, model.EndOfText} {
-		if id, ok := tok.SpecialID(name); ok {
-			p.stop = append(p.stop, id)
-		}
-	}
+	p.stop = train.ChatFormat{}.StopTokens(tok)
 	p.pcg = rand.NewPCG(seed, 0x5a4d)
 	p.rng = rand.New(p.pcg)
 	return p
@@ -294,6 +290,10 @@ func widenAll(xs [][]float32) [][]float64 {
 	return out
 }
 
-// StopTokens are the tokens sampling stops at (the chat template's end of
+// StopTokens are the tokens sampling stops at (the chat format's end of
 // turn and end of text).
 func (p *Model) StopTokens() []int { return append([]int(nil), p.stop...) }
+
+// SetStopTokens makes sampling stop at ids (train.ChatFormat.StopTokens);
+// call it before sampling.
+func (p *Model) SetStopTokens(ids []int) { p.stop = append([]int(nil), ids...) }

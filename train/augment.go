@@ -199,9 +199,10 @@ func syntheticIssue(r *rand.Rand, path, fn string) string {
 }
 
 // SyntheticFixes draws up to n distinct synthetic fixes from files, each as
-// a rendered prompt and the patch that is its reply. The same r gives the
-// same examples.
-func SyntheticFixes(r *rand.Rand, files []CodeFile, n int) (prompts, patches []string) {
+// the user's turn of its prompt (UserTurn: the issue and the files, one
+// with the bug) and the patch that is its reply. The same r gives the same
+// examples.
+func SyntheticFixes(r *rand.Rand, files []CodeFile, n int) (users, patches []string) {
 	type cand struct {
 		file int
 		m    Mutation
@@ -216,10 +217,10 @@ func SyntheticFixes(r *rand.Rand, files []CodeFile, n int) (prompts, patches []s
 	for _, c := range all[:min(n, len(all))] {
 		shown := append([]CodeFile(nil), files...)
 		shown[c.file] = c.m.Apply(files[c.file])
-		prompts = append(prompts, RenderPrompt(syntheticIssue(r, c.m.File, c.m.Func), shown))
+		users = append(users, UserTurn(syntheticIssue(r, c.m.File, c.m.Func), shown))
 		patches = append(patches, c.m.Fix(shown[c.file]))
 	}
-	return prompts, patches
+	return users, patches
 }
 
 // renameSalt keeps the renaming's random stream apart from the fixes' own,
@@ -227,11 +228,12 @@ func SyntheticFixes(r *rand.Rand, files []CodeFile, n int) (prompts, patches []s
 const renameSalt = 0x9e3779b97f4a7c15
 
 // RenamePackages gives the top-level folders of files made-up names
-// throughout a synthetic example: the prompt's issue and files (not its chat
-// markers) and the patch. A policy shown only the training split's few
-// package names learns to recall a path instead of copying it from the
-// prompt, and then writes a training package's path for a held-out task.
-func RenamePackages(r *rand.Rand, files []CodeFile, prompt, patch string) (string, string) {
+// throughout a synthetic example: the user's turn (its issue and files; the
+// chat frame is rendered after) and the patch. A policy shown only the
+// training split's few package names learns to recall a path instead of
+// copying it from the prompt, and then writes a training package's path
+// for a held-out task.
+func RenamePackages(r *rand.Rand, files []CodeFile, user, patch string) (string, string) {
 	seen := map[string]bool{}
 	var olds []string
 	for _, f := range files {
@@ -241,7 +243,7 @@ func RenamePackages(r *rand.Rand, files []CodeFile, prompt, patch string) (strin
 		}
 	}
 	if len(olds) == 0 {
-		return prompt, patch
+		return user, patch
 	}
 	names := map[string]string{}
 	var alts []string
@@ -251,12 +253,7 @@ func RenamePackages(r *rand.Rand, files []CodeFile, prompt, patch string) (strin
 	}
 	re := regexp.MustCompile(`\b(` + strings.Join(alts, "|") + `)\b`)
 	rename := func(s string) string { return re.ReplaceAllStringFunc(s, func(o string) string { return names[o] }) }
-	// The prompt's user turn only: the system turn and the markers stay.
-	head := ImStart + "user\n"
-	if i, j := strings.Index(prompt, head), strings.LastIndex(prompt, ImEnd); i >= 0 && j > i {
-		prompt = prompt[:i+len(head)] + rename(prompt[i+len(head):j]) + prompt[j:]
-	}
-	return prompt, rename(patch)
+	return rename(user), rename(patch)
 }
 
 // madeUpName is three consonant-vowel syllables, such as "kavemo".

@@ -130,7 +130,7 @@ func benchStepDocker(b *testing.B, async bool, testSleep int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		texts = append(texts, p, train.GoldCompletion(in.Patch))
+		texts = append(texts, p, train.ChatFormat{}.GoldCompletion(in.Patch))
 	}
 	tok, err := model.TrainBPE(ctx, slices.Values(texts), cfg.Model.VocabSize, nil)
 	if err != nil {
@@ -148,7 +148,7 @@ func benchStepDocker(b *testing.B, async bool, testSleep int) {
 	gold := map[string]train.Sample{}
 	for i, in := range tasks {
 		prompt := tok.Encode(texts[2*i])
-		reply := tok.Encode(train.GoldCompletion(in.Patch))
+		reply := tok.Encode(train.ChatFormat{}.GoldCompletion(in.Patch))
 		lp, err := pol.Logprobs(ctx, []train.Sequence{{Prompt: prompt, Completion: reply}})
 		if err != nil {
 			b.Fatal(err)

@@ -11,16 +11,7 @@ import (
 	"sync"
 
 	"github.com/swetui/swetui/config"
-	"github.com/swetui/swetui/internal/chatml"
 	"github.com/swetui/swetui/task"
-)
-
-// Chat-template markers (package chatml); the tokenizer maps each to one
-// special token.
-const (
-	ImStart   = chatml.ImStart
-	ImEnd     = chatml.ImEnd
-	EndOfText = chatml.EndOfText
 )
 
 // SystemPrompt tells the policy what to write.
@@ -35,7 +26,8 @@ const SystemPrompt = "You fix bugs. Reply with a unified diff in a ```diff block
 // functions and classes (pickChunks). Without one, oracle files are cut
 // from their end to MaxContextBytes in total, marked with TruncationMarker:
 // the prompts the shipped warm start was trained on. This is the one place
-// prompts are defined:
+// prompts are defined: SystemPrompt and the user's turn (UserTurn) in the
+// Chat format, by default swetui's ChatML:
 //
 //	<|im_start|>system
 //	You fix bugs. Reply with a unified diff in a ```diff block.<|im_end|>
@@ -46,8 +38,8 @@ const SystemPrompt = "You fix bugs. Reply with a unified diff in a ```diff block
 //	<file at base_commit><|im_end|>
 //	<|im_start|>assistant
 //
-// and the SFT target (GoldCompletion) is the gold patch in a ```diff fence
-// closed by <|im_end|>.
+// and the SFT target (ChatFormat.GoldCompletion) is the gold patch in a
+// ```diff fence closed by the format's end of turn (<|im_end|>).
 type RepoPrompter struct {
 	// RepoDir returns the host path of the instance's git repository.
 	RepoDir         func(ctx context.Context, inst *task.Instance) (string, error)
@@ -63,6 +55,8 @@ type RepoPrompter struct {
 	// Cache, when set, keeps each instance's choice of code, so a prompt
 	// rendered again reads only the files it shows.
 	Cache *PromptCache
+	// Chat is the chat format prompts are written in (zero: ChatML).
+	Chat ChatFormat
 }
 
 // PromptPlan says what code a prompt shows, for `swetui prompt` and the
@@ -114,7 +108,7 @@ func (p RepoPrompter) Prompt(ctx context.Context, inst *task.Instance) (string, 
 	if err != nil {
 		return "", err
 	}
-	return RenderPrompt(inst.ProblemStatement, files), nil
+	return p.Chat.RenderPrompt(inst.ProblemStatement, files)
 }
 
 func (p RepoPrompter) setting() string {
@@ -251,14 +245,21 @@ func (p RepoPrompter) plan(ctx context.Context, inst *task.Instance, withFiles b
 	}
 	count := p.count()
 	query := BM25Terms(inst.ProblemStatement)
-	frame := count(RenderPrompt(inst.ProblemStatement, nil))
+	frame, err := p.Chat.RenderPrompt(inst.ProblemStatement, nil)
+	if err != nil {
+		return plan, nil, fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
+	}
 	// Tokens of a concatenation are not quite the sum of its parts'; fit
 	// again with less room while the rendered prompt overshoots.
-	room := p.Budget - frame
+	room := p.Budget - count(frame)
 	var files []CodeFile
 	for range 4 {
 		plan.Files, plan.NotShown, files = fitFiles(cands, scores, query, room, plan.Setting == config.PromptBM25, count)
-		over := count(RenderPrompt(inst.ProblemStatement, files)) - p.Budget
+		text, err := p.Chat.RenderPrompt(inst.ProblemStatement, files)
+		if err != nil {
+			return plan, nil, fmt.Errorf("prompt %s: %w", inst.InstanceID, err)
+		}
+		over := count(text) - p.Budget
 		if over <= 0 || len(files) == 0 {
 			break
 		}
@@ -442,7 +443,7 @@ func shownAsFiles(fs []ShownFile) []CodeFile {
 }
 
 // TextPrompter shows an instance's own text field (SWE-bench's prompt
-// datasets carry the whole user turn there) in the chat frame, and
+// datasets carry the whole user turn there) in Fallback's chat format, and
 // Fallback's prompt for an instance without one. It lists no files, so the
 // warm start makes no synthetic fixes from it.
 type TextPrompter struct {
@@ -452,7 +453,7 @@ type TextPrompter struct {
 // Prompt implements Prompter.
 func (p TextPrompter) Prompt(ctx context.Context, inst *task.Instance) (string, error) {
 	if inst.Text != "" {
-		return RenderPrompt(inst.Text, nil), nil
+		return p.Fallback.Chat.RenderPrompt(inst.Text, nil)
 	}
 	return p.Fallback.Prompt(ctx, inst)
 }
@@ -477,29 +478,6 @@ const TruncationMarker = "\n... [truncated to fit the context]"
 // CodeFile is one file shown to the policy.
 type CodeFile struct {
 	Path, Text string
-}
-
-// RenderPrompt builds the chat-formatted prompt, ending where the assistant's
-// reply begins.
-func RenderPrompt(issue string, files []CodeFile) string {
-	var b strings.Builder
-	b.WriteString(ImStart + "system\n" + SystemPrompt + ImEnd + "\n")
-	b.WriteString(ImStart + "user\n")
-	b.WriteString(strings.TrimSpace(issue))
-	for _, f := range files {
-		fmt.Fprintf(&b, "\n\n[%s]\n%s", f.Path, strings.TrimRight(f.Text, "\n"))
-	}
-	b.WriteString(ImEnd + "\n" + ImStart + "assistant\n")
-	return b.String()
-}
-
-// GoldCompletion is the reply the SFT warm start teaches for a task: its gold
-// patch in the fenced form the reward's extractor reads first.
-func GoldCompletion(patch string) string {
-	if !strings.HasSuffix(patch, "\n") {
-		patch += "\n"
-	}
-	return "```diff\n" + patch + "```" + ImEnd
 }
 
 // FitPrompt keeps the end of prompt (the chat turn the reply follows) when

@@ -74,7 +74,7 @@ func measureRecall(t *testing.T, insts []*task.Instance, dirs map[string]string,
 		if err != nil {
 			t.Fatal(err)
 		}
-		texts = append(texts, p, GoldCompletion(in.Patch))
+		texts = append(texts, p, ChatFormat{}.GoldCompletion(in.Patch))
 	}
 	tok, err := model.TrainBPE(ctx, slices.Values(texts), config.Default().Model.VocabSize, nil)
 	if err != nil {
@@ -347,7 +347,7 @@ func headCutShown(t *testing.T, ctx context.Context, dir string, in *task.Instan
 	}
 	out := map[string]func(int) bool{}
 	var files []CodeFile
-	room := budget - count(RenderPrompt(in.ProblemStatement, nil))
+	room := budget - count(chatmlPrompt(in.ProblemStatement, nil))
 	for i, b := range blobs {
 		if b == nil {
 			continue
@@ -379,5 +379,5 @@ func headCutShown(t *testing.T, ctx context.Context, dir string, in *task.Instan
 		}
 		break
 	}
-	return out, count(RenderPrompt(in.ProblemStatement, files))
+	return out, count(chatmlPrompt(in.ProblemStatement, files))
 }

@@ -64,10 +64,19 @@ func TestCompletionTextDropsTheStopMarker(t *testing.T) {
 		"<|im_end|> inside<|im_end|>": "<|im_end|> inside",
 	}
 	for in, want := range tests {
-		if got := CompletionText(identityTokenizer{in}, nil); got != want {
+		if got := (ChatFormat{}).CompletionText(identityTokenizer{in}, nil); got != want {
 			t.Errorf("%q -> %q, want %q", in, got, want)
 		}
 	}
+}
+
+// chatmlPrompt is the prompt of issue and files in swetui's ChatML.
+func chatmlPrompt(issue string, files []CodeFile) string {
+	p, err := ChatFormat{}.RenderPrompt(issue, files)
+	if err != nil {
+		panic(err) // ChatML renders without a template
+	}
+	return p
 }
 
 // identityTokenizer decodes to a fixed text.
@@ -147,7 +156,7 @@ func TestRepoPrompterTokenBudget(t *testing.T) {
 	// A budget the whole file fits in shows it whole.
 	p.Budget = 4000
 	whole, _ := p.Prompt(ctx, inst)
-	if want := RenderPrompt(inst.ProblemStatement, []CodeFile{{Path: "pkg/calc.py", Text: longCalc()}}); whole != want {
+	if want := chatmlPrompt(inst.ProblemStatement, []CodeFile{{Path: "pkg/calc.py", Text: longCalc()}}); whole != want {
 		t.Fatalf("whole file:\n%s", whole)
 	}
 }
@@ -208,7 +217,7 @@ func TestTextPrompter(t *testing.T) {
 	inst := &task.Instance{InstanceID: "x", BaseCommit: base, ProblemStatement: "sub() adds", Patch: subPatch,
 		Text: "You will be provided with a partial code base and an issue statement.\n<issue>sub() adds</issue>\n"}
 	got, err := p.Prompt(ctx, inst)
-	if err != nil || got != RenderPrompt(inst.Text, nil) {
+	if err != nil || got != chatmlPrompt(inst.Text, nil) {
 		t.Fatalf("%v\n%s", err, got)
 	}
 	if plan, _ := p.Plan(ctx, inst); plan.Setting != config.PromptText || plan.Note != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,7 +73,7 @@ func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur curs
 	}
 	gr := &group{inst: inst, cursor: cur, version: version, prompt: prompt, samples: samples}
 	for _, s := range samples {
-		gr.texts = append(gr.texts, CompletionText(t.d.Tokenizer, s.Tokens))
+		gr.texts = append(gr.texts, t.d.Chat.CompletionText(t.d.Tokenizer, s.Tokens))
 	}
 	gr.sampleTime = time.Since(begin)
 	return gr, nil
@@ -104,18 +103,6 @@ func (t *Trainer) scoreGroup(ctx context.Context, gr *group, phase string) error
 	}
 	gr.verdicts, gr.phase, gr.rewardTime = verdicts, phase, time.Since(begin)
 	return nil
-}
-
-// CompletionText decodes a completion without the end-of-turn marker the
-// sampler stops on: the reply is what the policy wrote before it.
-func CompletionText(tok Tokenizer, tokens []int) string {
-	text := tok.Decode(tokens)
-	for _, end := range []string{ImEnd, EndOfText} {
-		if strings.HasSuffix(text, end) {
-			return strings.TrimSuffix(text, end)
-		}
-	}
-	return text
 }
 
 // syncSource samples a step's groups with the current weights, then scores

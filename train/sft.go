@@ -96,10 +96,13 @@ type SFTData struct {
 	// RenameFrac of the synthetic fixes get made-up package names
 	// (RenamePackages).
 	RenameFrac float64
+	// Chat is the prompter's chat format: the synthetic fixes' prompts and
+	// every reply's end of turn are written in it (zero: ChatML).
+	Chat ChatFormat
 }
 
 // FileLister is a Prompter that can say which files a prompt shows: its
-// Prompt(inst) is RenderPrompt(inst.ProblemStatement, Files(inst)).
+// Prompt(inst) is Chat.RenderPrompt(inst.ProblemStatement, Files(inst)).
 type FileLister interface {
 	Files(ctx context.Context, inst *task.Instance) ([]CodeFile, error)
 }
@@ -123,7 +126,7 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 		if err != nil {
 			return false, fmt.Errorf("sft: gold reply of %s: %w", ex.InstanceID, err)
 		}
-		c := tok.Encode(GoldCompletion(patch))
+		c := tok.Encode(d.Chat.GoldCompletion(patch))
 		if len(c) > d.MaxNew {
 			if !ex.Synthetic {
 				skipped.Longest = max(skipped.Longest, len(c))
@@ -145,7 +148,9 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 			if files, err = lister.Files(ctx, inst); err != nil {
 				return nil, skipped, fmt.Errorf("sft: files of %s: %w", inst.InstanceID, err)
 			}
-			text = RenderPrompt(inst.ProblemStatement, files)
+			if text, err = d.Chat.RenderPrompt(inst.ProblemStatement, files); err != nil {
+				return nil, skipped, fmt.Errorf("sft: prompt %s: %w", inst.InstanceID, err)
+			}
 		} else if text, err = p.Prompt(ctx, inst); err != nil {
 			return nil, skipped, fmt.Errorf("sft: prompt %s: %w", inst.InstanceID, err)
 		}
@@ -162,13 +167,18 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 			continue
 		}
 		r := rand.New(rand.NewPCG(uint64(d.Seed), uint64(i)))
-		prompts, patches := SyntheticFixes(r, files, d.Synthetic)
+		users, patches := SyntheticFixes(r, files, d.Synthetic)
 		rr := rand.New(rand.NewPCG(uint64(d.Seed)^renameSalt, uint64(i)))
-		for k := range prompts {
+		for k := range users {
 			if d.RenameFrac > 0 && rr.Float64() < d.RenameFrac {
-				prompts[k], patches[k] = RenamePackages(rr, files, prompts[k], patches[k])
+				users[k], patches[k] = RenamePackages(rr, files, users[k], patches[k])
 			}
-			if _, err := add(SFTExample{InstanceID: fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1), Synthetic: true}, prompts[k], patches[k]); err != nil {
+			id := fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1)
+			prompt, err := d.Chat.Render(SystemPrompt, users[k])
+			if err != nil {
+				return nil, skipped, fmt.Errorf("sft: prompt %s: %w", id, err)
+			}
+			if _, err := add(SFTExample{InstanceID: id, Synthetic: true}, prompt, patches[k]); err != nil {
 				return nil, skipped, err
 			}
 		}

@@ -140,7 +140,7 @@ func TestSFTExamplesTrimTheGoldContext(t *testing.T) {
 	if err != nil || len(ex) != 1 {
 		t.Fatalf("examples %v err %v", ex, err)
 	}
-	want := GoldCompletion("--- a/x\n+++ b/x\n@@ -3,3 +3,3 @@\n c\n-d\n+D\n e\n")
+	want := ChatFormat{}.GoldCompletion("--- a/x\n+++ b/x\n@@ -3,3 +3,3 @@\n c\n-d\n+D\n e\n")
 	if got := (runeTokenizer{}).Decode(ex[0].Seq.Completion); got != want {
 		t.Fatalf("completion %q, want %q", got, want)
 	}

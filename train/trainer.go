@@ -22,7 +22,10 @@ type Deps struct {
 	Tokenizer Tokenizer
 	Scorer    Scorer
 	Prompter  Prompter
-	Tasks     []*task.Instance // the training split, in file order
+	// Chat is the prompter's chat format: completions are trimmed of its
+	// stop tokens (zero: ChatML).
+	Chat  ChatFormat
+	Tasks []*task.Instance // the training split, in file order
 	// Store saves and restores the policy's own state beside the trainer's;
 	// nil disables checkpoints.
 	Store Store
