@@ -72,6 +72,7 @@ func commands() []command {
 		{"mine", "--repo DIR [--name owner/name] [--out tasks.jsonl] [--max N] [--history first-parent|all] [--dry-run] [key.path=value ...]", "mine SWE-style instances from a repository's history, verified by running their tests in Docker", cmd(newMineOptions, mineRun)},
 		{"sft", "[--config F] [--export DIR] [key.path=value ...]", "supervised warm start on gold patches, writes a checkpoint", cmd(newSFTOptions, sftRun)},
 		{"eval", "--ckpt C [--dataset D] [--split test] [--out preds.jsonl] [--phase P] [--temperature T]", "generate one patch per task with a checkpoint and score them", cmd(newEvalOptions, evalRun)},
+		{"merge", "--adapter DIR --out DIR [--base DIR] [--dtype auto|bf16|f32]", "fold LoRA adapters into their base model: a full Hugging Face checkpoint", cmd(newMergeOptions, mergeRun)},
 		{"serve", "[--addr 127.0.0.1:8765] [--dataset D] [--token-file F] [--headless] [key.path=value ...]", "score patches over HTTP for other trainers (POST /v1/score, GET /v1/tasks, /healthz, /metrics), with the reward pool's panes", cmd(newServeOptions, serveRun)},
 		{"prompt", "--instance ID [--dataset D] [--config F] [key.path=value ...]", "print the prompt the policy sees for one instance, its tokens and the code it shows", cmd(newPromptOptions, promptRun)},
 		{"view", "RUN_DIR [--filter WORDS] [--list]", "browse a run's completions, patches, verdicts and metrics, finished or still training", cmd(newViewOptions, viewRun)},

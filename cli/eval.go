@@ -95,6 +95,9 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	}
 	defer pol.Close()
 	fmt.Fprintf(env.Stderr, "eval: sampling on %s\n", pol.Device)
+	if pol.Dev != nil {
+		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.plan)
+	}
 	f, err := os.Create(o.Out)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)

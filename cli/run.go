@@ -80,6 +80,9 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	if err := ws.withLoRA(pol); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	deps := train.Deps{Policy: pol, Tokenizer: ws.tok, Scorer: scorer,
 		Prompter: ws.prompter, Chat: ws.chat, Tasks: ws.tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
 		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
@@ -87,7 +90,11 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	// the weights, none in checkpoints.
 	var ref *policy.ModelReference
 	if cfg.GRPO.KLCoef > 0 {
-		ref = &policy.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
+		refModel := pol.Base() // with LoRA the frozen base is the reference: no copy
+		if pol.LoRA() == nil {
+			refModel = m.Clone()
+		}
+		ref = &policy.ModelReference{Model: refModel, Temp: cfg.Sample.Temperature}
 		pol.Ref, deps.Reference = ref, ref
 	}
 	// On a GPU the policy and reference live on the device; the warm start
@@ -98,12 +105,14 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	}
 	defer on.Close()
 	upload := func() error { return nil }
+	planNote := ""
 	if dp := on.Dev; dp != nil {
 		deps.Policy, deps.Store = dp, dp
 		if dp.Ref != nil {
 			deps.Reference = dp.Ref
 		}
 		deps.BLAS += " · " + on.Device
+		planNote = fmt.Sprintf("memory plan on %s:\n%s", on.Device, ws.plan)
 		upload = func() error {
 			if err := dp.P.Load(pol.Model, nil); err != nil {
 				return err
@@ -128,6 +137,9 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	go func() { done <- tr.Run(ctx) }()
 	if shippedNote != "" {
 		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: shippedNote})
+	}
+	if planNote != "" {
+		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: planNote})
 	}
 	if dockerErr != nil {
 		bus.Publish(event.Message{Level: event.Warn, Time: time.Now(),

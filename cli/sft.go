@@ -54,12 +54,18 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
+	if err := ws.withLoRA(pol); err != nil {
+		return fmt.Errorf("sft: %w", err)
+	}
 	on, err := ws.openPolicy(ctx, pol, nil)
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
 	defer on.Close()
 	fmt.Fprintf(env.Stderr, "sft: the warm start trains on %s\n", on.Device)
+	if on.Dev != nil {
+		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.plan)
+	}
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
 	res, err := ws.sft(ctx, on, ws.sftDir(), 0, train.WarmupHooks{Publish: func(ev event.Event) {

@@ -35,6 +35,9 @@ type workspace struct {
 	chat train.ChatFormat
 	// shipped is the shipped warm start this run uses (its tokenizer is
 	// ws.tok); notShipped says why a run that could use one does not.
+	// plan is the device memory plan of the policy last opened on a
+	// device (devicePolicy), for the logs.
+	plan       cuda.MemoryPlan
 	shipped    *warmstart.Provenance
 	notShipped string
 }
@@ -285,9 +288,10 @@ func (ws *workspace) newModel() (*model.Model, error) {
 // loadModel reads a checkpoint folder: an SFT or eval checkpoint, a run
 // checkpoint (its policy/ subfolder) or a Hugging Face model.
 func loadModel(dir string, tok *model.Tokenizer) (*model.Model, error) {
-	if _, err := os.Stat(filepath.Join(dir, "policy", "config.json")); err == nil {
-		dir = filepath.Join(dir, "policy")
+	if isAdapterDir(dir) {
+		return loadMerged(dir, tok)
 	}
+	dir = modelDir(dir)
 	ck, err := model.Load(dir, nil)
 	if err != nil {
 		return nil, err
@@ -312,7 +316,7 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*policy.M
 	p := policy.NewModel(m, model.NewAdamW(oc, m.NumParams()), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
 	p.Temp = ws.cfg.Sample.Temperature
 	p.SetStopTokens(ws.chat.StopTokens(ws.tok))
-	if p.Format, err = model.FormatOf(ws.cfg.Model.InitCkpt, ws.cfg.Run.SaveDtype); err != nil {
+	if p.Format, err = model.FormatOf(baseDir(ws.cfg.Model.InitCkpt), ws.cfg.Run.SaveDtype); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -345,6 +349,9 @@ func (ws *workspace) sft(ctx context.Context, pol *opened, dir string, start int
 	}
 	if err := pol.Sync(); err != nil {
 		return res, fmt.Errorf("sft: the weights back from %s: %w", pol.Device, err)
+	}
+	if l := pol.Host.LoRA(); l != nil {
+		return res, model.SaveAdapter(dir, model.Adapter{LoRA: l, BaseModel: pol.Host.BasePath(), Tokenizer: ws.tok, Files: pol.Host.Format.Files})
 	}
 	if err := model.Save(dir, model.Checkpoint{Model: pol.Host.Model, Tokenizer: ws.tok, Format: pol.Host.Format}); err != nil {
 		return res, err
@@ -495,17 +502,29 @@ func (ws *workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *p
 	if dev.Info().Kind == "cpu" {
 		prec = cuda.F32 // the engine's CPU kernels compute in fp32
 	}
-	p, err := cuda.NewPolicy(dev, pol.Model, nil, prec, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
+	lora := pol.LoRA()
+	// The plan is counted, and a run that cannot fit refused, before
+	// anything is allocated.
+	if ws.plan, err = cuda.Check(ws.workload(pol.Model.Cfg, prec, lora, ref != nil), int64(dev.Info().FreeBytes), dev.Info().String()); err != nil {
+		dev.Close()
+		return nil, nil, err
+	}
+	o := cuda.Options{Act: prec, LoRA: lora, MicroTokens: ws.cfg.Model.MicroTokens}
+	p, err := cuda.NewPolicy(dev, pol.Base(), o, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
 	if err != nil {
 		dev.Close()
 		return nil, nil, err
 	}
 	p.Temp = pol.Temp
-	dp = &policy.Device{P: p, Host: pol.Model, Tokenizer: ws.tok}
+	dp = &policy.Device{P: p, Host: pol.Base(), Tokenizer: ws.tok, BasePath: pol.BasePath()}
 	if ref == nil { // grpo.kl_coef = 0
 		return dp, func() { p.Close(); dev.Close() }, nil
 	}
-	r, err := cuda.NewReference(dev, ref.Model, prec, ref.Temp)
+	if lora != nil { // the frozen base: the policy's own engine, adapters off
+		dp.Ref = &policy.DeviceReference{R: cuda.BaseReference(p, ref.Temp)}
+		return dp, func() { p.Close(); dev.Close() }, nil
+	}
+	r, err := cuda.NewReference(dev, ref.Model, o, ref.Temp)
 	if err != nil {
 		p.Close()
 		dev.Close()

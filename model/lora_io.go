@@ -57,7 +57,10 @@ type Adapter struct {
 	BaseModel string
 	Optim     *AdamW
 	Tokenizer *Tokenizer
-	Extra     map[string][]byte
+	// Files are top-level files written as they are: the base model's chat
+	// template and end tokens (Format.Files), so the folder prompts alike.
+	Files map[string][]byte
+	Extra map[string][]byte
 }
 
 // SaveAdapter writes a into dir atomically.
@@ -69,6 +72,11 @@ func SaveAdapter(dir string, a Adapter) error {
 	for name := range a.Extra {
 		if !plainName(name) {
 			return fmt.Errorf("save adapter %s: extra file name %q is not a plain name", dir, name)
+		}
+	}
+	for name := range a.Files {
+		if !slices.Contains(HFFiles, name) {
+			return fmt.Errorf("save adapter %s: file %q is not one of %v", dir, name, HFFiles)
 		}
 	}
 	cfg, err := json.MarshalIndent(peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: l.Cfg.Rank, LoraAlpha: l.Cfg.Alpha,
@@ -105,6 +113,11 @@ func SaveAdapter(dir string, a Adapter) error {
 		}
 		if tok != nil {
 			if err := writeFile(tmp, "tokenizer.json", bytesOf(tok)); err != nil {
+				return err
+			}
+		}
+		for name, data := range a.Files {
+			if err := writeFile(tmp, name, bytesOf(data)); err != nil {
 				return err
 			}
 		}
@@ -175,6 +188,9 @@ func LoadAdapter(dir string, base *Model) (*Adapter, error) {
 		if a.Tokenizer, err = LoadTokenizer(filepath.Join(dir, "tokenizer.json")); err != nil {
 			return fail(err)
 		}
+	}
+	if a.Files, err = readHFFiles(dir); err != nil {
+		return fail(err)
 	}
 	if a.Extra, err = readExtra(dir); err != nil {
 		return fail(err)

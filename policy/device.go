@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
@@ -21,6 +22,9 @@ type Device struct {
 	Ref *DeviceReference
 	// Format is how checkpoints write the weights, as Model.Format.
 	Format model.Format
+	// BasePath is a LoRA policy's base model folder (P.LoRA set): its
+	// checkpoints are adapter folders naming it.
+	BasePath string
 }
 
 var (
@@ -76,6 +80,10 @@ func (d *Device) Save(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
+	if d.P.LoRA != nil {
+		return model.SaveAdapter(filepath.Join(dir, "policy"), model.Adapter{LoRA: d.P.LoRA, BaseModel: d.BasePath,
+			Optim: d.P.Optim, Tokenizer: d.Tokenizer, Files: d.Format.Files, Extra: map[string][]byte{"sampler_rng": rng}})
+	}
 	var ref *model.Model
 	if d.Ref != nil {
 		ref = d.Host.Clone()
@@ -88,6 +96,9 @@ func (d *Device) Save(ctx context.Context, dir string) error {
 
 // Load implements train.Store.
 func (d *Device) Load(ctx context.Context, dir string) error {
+	if d.P.LoRA != nil {
+		return d.loadLoRA(dir)
+	}
 	ck, ref, rng, err := loadCheckpoint(dir, d.Host.Cfg, d.Ref != nil)
 	if err != nil {
 		return err
@@ -133,4 +144,25 @@ func narrowAll(xs [][]float64) [][]float32 {
 		}
 	}
 	return out
+}
+
+// loadLoRA restores a LoRA checkpoint's adapters, moments and sampler state
+// onto the device (the base stays as it is).
+func (d *Device) loadLoRA(dir string) error {
+	a, rng, err := loadAdapterCheckpoint(dir, d.Host)
+	if err != nil {
+		return err
+	}
+	if a.LoRA.NumParams() != d.P.LoRA.NumParams() {
+		return fmt.Errorf("load policy: the checkpoint's adapters (rank %d, %v) differ from lora.* (rank %d, %v)",
+			a.LoRA.Cfg.Rank, a.LoRA.Cfg.Targets, d.P.LoRA.Cfg.Rank, d.P.LoRA.Cfg.Targets)
+	}
+	copy(d.P.LoRA.Weights(), a.LoRA.Weights())
+	if err := d.P.LoadLoRA(a.Optim); err != nil {
+		return fmt.Errorf("load policy: %w", err)
+	}
+	if err := d.P.SetRNGState(rng); err != nil {
+		return fmt.Errorf("load policy: sampler rng: %w", err)
+	}
+	return nil
 }

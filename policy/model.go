@@ -39,6 +39,8 @@ type Model struct {
 
 	// snaps are the weight copies SampleSnapshot draws from.
 	snaps snapshot.Set[*model.Model]
+
+	lora *loraMode // nil: every weight trains (lora.go)
 }
 
 // NewModel wraps m; sampling stops at ChatML's end-of-turn and end-of-text
@@ -136,10 +138,14 @@ func (p *Model) Backward(ctx context.Context, seqs []train.Sequence, cot [][]flo
 
 // Step implements Policy: clip, AdamW at the scheduled rate, clear.
 func (p *Model) Step() (gradNorm, lr float64) {
-	gradNorm = p.Model.ClipGradNorm(p.GradClip)
 	lr = p.Schedule.At(p.Optim.Step)
-	if err := p.Optim.Update(p.Model, lr); err != nil {
-		panic(err) // the optimiser was built for this model: a mismatch is a wiring bug
+	if p.lora != nil {
+		gradNorm = p.stepLoRA(lr)
+	} else {
+		gradNorm = p.Model.ClipGradNorm(p.GradClip)
+		if err := p.Optim.Update(p.Model, lr); err != nil {
+			panic(err) // the optimiser was built for this model: a mismatch is a wiring bug
+		}
 	}
 	p.Model.ZeroGrad()
 	p.refreshSnapshot()
@@ -175,6 +181,9 @@ func (p *Model) Save(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
+	if p.lora != nil {
+		return p.saveLoRA(dir, rng)
+	}
 	var ref *model.Model
 	if p.Ref != nil {
 		ref = p.Ref.Model
@@ -185,6 +194,9 @@ func (p *Model) Save(ctx context.Context, dir string) error {
 // Load implements Store; an architecture that differs is refused with the
 // field named.
 func (p *Model) Load(ctx context.Context, dir string) error {
+	if p.lora != nil {
+		return p.loadLoRA(ctx, dir)
+	}
 	ck, ref, rng, err := loadCheckpoint(dir, p.Model.Cfg, p.Ref != nil)
 	if err != nil {
 		return err

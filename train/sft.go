@@ -133,7 +133,9 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 			}
 			return false, nil
 		}
-		ex.Seq = Sequence{Prompt: FitPrompt(tok.Encode(prompt), d.Context, len(c)), Completion: c}
+		// Cut as PromptTokens cuts what GRPO and eval sample from (room for
+		// MaxNew), so the policy learns on the prompt it will be given.
+		ex.Seq = Sequence{Prompt: FitPrompt(tok.Encode(prompt), d.Context, d.MaxNew), Completion: c}
 		out = append(out, ex)
 		return true, nil
 	}

@@ -33,9 +33,15 @@ def lcg_weight(name, i):
     return float(v)
 
 
+BF16 = False  # round every weight to bfloat16 (a case's "bf16")
+
+
 def tensor(name, shape):
     n = int(np.prod(shape))
-    return torch.tensor([lcg_weight(name, i) for i in range(n)]).reshape(shape)
+    t = torch.tensor([lcg_weight(name, i) for i in range(n)]).reshape(shape)
+    if BF16:  # as a bf16 checkpoint holds it: round to nearest even
+        t = t.to(torch.float32).to(torch.bfloat16).to(torch.float64)
+    return t
 
 
 def forward(cfg, tokens):
@@ -98,11 +104,20 @@ CASES = [
                                                   "vocab_size": 37, "max_position_embeddings": 64, "rms_norm_eps": 1e-6,
                                                   "rope_theta": 10000.0, "tie_word_embeddings": False, "hidden_act": "silu"},
      "temperature": 0.7},
+    # A pretrained model's files: bf16 weights in two shards (the Go side
+    # writes them through model.Save), Qwen2's RoPE base and norm epsilon.
+    {"name": "qwen2-bf16-two-shards", "bf16": True,
+     "config": {"model_type": "qwen2", "hidden_size": 16, "intermediate_size": 24,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+                "vocab_size": 37, "max_position_embeddings": 64, "rms_norm_eps": 1e-6,
+                "rope_theta": 1000000.0, "tie_word_embeddings": False, "hidden_act": "silu"},
+     "temperature": 1.0},
 ]
 TOKENS = [1, 7, 3, 30, 2, 2, 11, 36, 0, 5, 19, 4, 4, 28, 13, 7]
 
 out = {"torch_version": torch.__version__, "tokens": TOKENS, "cases": []}
 for case in CASES:
+    BF16 = case.get("bf16", False)
     logits = forward(case["config"], TOKENS) / case["temperature"]
     logp = logits.log_softmax(-1)
     nxt = torch.tensor(TOKENS[1:])

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/model/cuda"
+	"github.com/swetui/swetui/policy"
+)
+
+// withLoRA makes pol train lora.* adapters (lora.rank > 0) with a fresh
+// AdamW for them (optim.*'s moments; the schedule stays pol's). On the CPU pol then computes with the merged
+// weights; on a device the engine runs the adapters beside the frozen base
+// and the host keeps only the base.
+func (ws *workspace) withLoRA(pol *policy.Model) error {
+	c := ws.cfg.LoRA
+	if c.Rank == 0 {
+		return nil
+	}
+	init := ws.cfg.Model.InitCkpt
+	if init == "" {
+		return fmt.Errorf("lora.rank=%d: adapters need a trained model to adapt: set model.init_ckpt (a Hugging Face folder or a checkpoint)", c.Rank)
+	}
+	if isAdapterDir(init) {
+		return fmt.Errorf("lora.rank=%d: model.init_ckpt %s holds LoRA adapters, not a model the new adapters can name as their base: "+
+			"fold them in first with `swetui merge --adapter %s --out DIR` and start from DIR", c.Rank, init, init)
+	}
+	l, err := model.NewLoRA(pol.Model, model.LoRAConfig{Rank: c.Rank, Alpha: c.Alpha, Targets: c.Targets}, uint64(ws.cfg.Run.Seed))
+	if err != nil {
+		return err
+	}
+	base, err := filepath.Abs(modelDir(init))
+	if err != nil {
+		return fmt.Errorf("lora: %w", err)
+	}
+	opt := model.NewAdamW(ws.cfg.Optim, l.NumParams())
+	if ws.onDevice() {
+		pol.AttachLoRA(l, opt, base)
+		return nil
+	}
+	return pol.UseLoRA(l, opt, base)
+}
+
+// modelDir is where a checkpoint folder keeps its model: a run checkpoint's
+// policy/, else the folder itself.
+func modelDir(dir string) string {
+	if fileExists(filepath.Join(dir, "policy", "config.json")) || fileExists(filepath.Join(dir, "policy", "adapter_config.json")) {
+		return filepath.Join(dir, "policy")
+	}
+	return dir
+}
+
+// isAdapterDir reports whether dir (or a run checkpoint's policy/) holds
+// LoRA adapters.
+func isAdapterDir(dir string) bool { return model.IsAdapter(modelDir(dir)) }
+
+// baseDir is the folder whose config.json describes dir's weights: an
+// adapter folder's base model, else dir ("" stays "").
+func baseDir(dir string) string {
+	if dir == "" || !isAdapterDir(dir) {
+		return dir
+	}
+	a, err := model.ReadAdapterBase(modelDir(dir))
+	if err != nil || a == "" {
+		return dir // loading it says what is wrong
+	}
+	if !filepath.IsAbs(a) {
+		a = filepath.Join(modelDir(dir), a)
+	}
+	return a
+}
+
+// loadMerged reads an adapter folder's base model (its
+// base_model_name_or_path) and folds the adapters in.
+func loadMerged(dir string, tok *model.Tokenizer) (*model.Model, error) {
+	dir = modelDir(dir)
+	a := baseDir(dir)
+	if a == dir {
+		return nil, fmt.Errorf("adapter %s: adapter_config.json names no base_model_name_or_path", dir)
+	}
+	if isAdapterDir(a) {
+		return nil, fmt.Errorf("adapter %s: its base %s is itself an adapter folder", dir, a)
+	}
+	base, err := loadModel(a, tok)
+	if err != nil {
+		return nil, fmt.Errorf("adapter %s: base model: %w", dir, err)
+	}
+	ad, err := model.LoadAdapter(dir, base)
+	if err != nil {
+		return nil, err
+	}
+	if err := ad.LoRA.Merge(base, base); err != nil {
+		return nil, err
+	}
+	return base, nil
+}
+
+// workload is what opening pol on a device with activations act will hold.
+func (ws *workspace) workload(cfg model.Config, act cuda.DType, lora *model.LoRA, withRef bool) cuda.Workload {
+	c := ws.cfg
+	g := 1
+	for _, ph := range []string{config.PhaseSyntax, config.PhaseApplyOnly, config.PhaseDocker} {
+		g = max(g, c.GRPO.GroupSizeIn(ph))
+	}
+	w := cuda.Workload{Cfg: cfg, Act: act, Reference: withRef, Completions: g, MicroTokens: c.Model.MicroTokens}
+	if lora != nil {
+		w.LoRA = &lora.Cfg
+	}
+	if c.GRPO.Async.Enabled {
+		w.Snapshots = cuda.MaxSnapshots
+	}
+	return w
+}
