@@ -254,7 +254,20 @@ func versionRun(ctx context.Context, env Env, cfg config.Config) error {
 		device = dev.Info().String()
 		dev.Close()
 	}
-	defer fmt.Fprintf(env.Stdout, "build %s, device %s\n", model.BLASName(), device)
 	fmt.Fprintf(env.Stdout, "swetui %s\n", Version)
+	fmt.Fprintf(env.Stdout, "build %s, device %s\n", model.BLASName(), device)
+	fmt.Fprint(env.Stdout, stageDevices(cfg.Model.Device, device))
 	return nil
+}
+
+// stageDevices says where each stage of a run computes: on a GPU every
+// stage runs on model.device's engine; on the CPU every stage runs on
+// gorgonia. The reward pool always runs on the host and its sandbox hosts.
+func stageDevices(spec, device string) string {
+	engine := "gorgonia on the CPU"
+	if spec != "cpu" {
+		engine = "the device engine on " + device
+	}
+	return fmt.Sprintf("  warm start (sft)  %s\n  grpo              %s\n  eval              %s\n  rewards           the host and sandbox.hosts\n",
+		engine, engine, engine)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -54,5 +55,65 @@ func TestSFTThenEvalOnTheDevicePath(t *testing.T) {
 	}
 	if b, err := os.ReadFile(preds); err != nil || !strings.Contains(string(b), "mini__") {
 		t.Errorf("predictions: %v\n%s", err, b)
+	}
+}
+
+// TestRunWarmStartOnTheDevicePath: a run's warm start trains on GRPO's
+// device policy (its own optimiser and schedule swapped in), and GRPO then
+// starts from the warmed-up weights with a fresh optimiser.
+func TestRunWarmStartOnTheDevicePath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a warm start and GRPO steps on the device engine's CPU kernels")
+	}
+	saved := openDevice
+	openDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
+	t.Cleanup(func() { openDevice = saved })
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "run", "--headless", "run.out_dir="+out, "model.device=cuda", "data.mini_tasks=20", "data.train_limit=1",
+		"model.layers=1", "model.d_model=32", "model.heads=2", "model.kv_heads=1", "model.d_ff=64", "model.vocab_size=400",
+		"sample.max_new_tokens=160", "sft.shipped=false", "sft.steps=30", "sft.lr=2e-2", "sft.synthetic_per_task=0", "sft.batch_size=1",
+		"sft.heldout_every=0", "run.max_steps=2", "curriculum.phase=syntax", "curriculum.auto=false", "grpo.dynamic_sampling=false",
+		"watchdog.barren_epochs=0")
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	all := stdout + stderr
+	if !strings.Contains(all, "warm start: trains on the device engine on its CPU kernels") {
+		t.Errorf("the warm start does not say it trains on the device:\n%s", all)
+	}
+	m := regexp.MustCompile(`sft: 30 steps .* loss (\d+\.\d+) -> (\d+\.\d+)`).FindStringSubmatch(all)
+	if m == nil {
+		t.Fatalf("no warm start summary:\n%s", all)
+	}
+	first, _ := strconv.ParseFloat(m[1], 64)
+	last, _ := strconv.ParseFloat(m[2], 64)
+	if last > first/2 {
+		t.Errorf("warm start on the device: loss %v -> %v", first, last)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grpo []struct {
+		Stage   string `json:"stage"`
+		Version int    `json:"version"`
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var l struct {
+			Stage   string `json:"stage"`
+			Version int    `json:"version"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Stage == "grpo" {
+			grpo = append(grpo, l)
+		}
+	}
+	// GRPO's first step samples from version 0 of its own optimiser, not
+	// from the warm start's 30 steps.
+	if len(grpo) != 2 || grpo[0].Version != 0 {
+		t.Errorf("GRPO steps after the warm start: %+v, want 2 starting at version 0", grpo)
 	}
 }

@@ -111,10 +111,11 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		if dp.Ref != nil {
 			deps.Reference = dp.Ref
 		}
-		deps.BLAS += " · " + on.Device
+		deps.BLAS += " · warm start and GRPO on " + on.Device
 		planNote = fmt.Sprintf("memory plan on %s:\n%s", on.Device, ws.plan)
 		upload = func() error {
-			if err := dp.P.Load(pol.Model, nil); err != nil {
+			// The warmed-up weights, and GRPO's own fresh AdamW moments.
+			if err := dp.P.Load(pol.Model, dp.P.Optim); err != nil {
 				return err
 			}
 			if dp.Ref == nil {
@@ -129,6 +130,9 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 			return fmt.Errorf("run: %w", err)
 		}
 		stage.after = upload
+		if on.Dev != nil {
+			stage.dev, stage.where = on.Dev, on.Device
+		}
 		deps.Warmup = stage
 	}
 	tr := train.New(cfg, deps)

@@ -32,6 +32,12 @@ type sftStage struct {
 	// after runs once the warmed-up weights are in pol and ref (a GPU
 	// policy uploads them).
 	after func() error
+	// dev, when set, is GRPO's policy on model.device: the warm start
+	// trains there, with its own optimiser and schedule swapped in (no
+	// second copy of the weights on the device), and hands the weights
+	// back to pol when it ends.
+	dev   *policy.Device
+	where string // dev's device, for messages
 }
 
 // partialState is the partial checkpoint's state.json.
@@ -98,6 +104,11 @@ func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
 	if s.done > 0 {
 		h.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("warm start: continuing from step %d of %d (%s)", s.done, ws.cfg.SFT.Steps, ws.partialSFTDir())})
 	}
+	where := "gorgonia on the CPU"
+	if s.dev != nil {
+		where = s.where
+	}
+	h.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: "warm start: trains on " + where})
 	every := ws.cfg.SFT.SaveEvery
 	after := h.AfterStep
 	h.AfterStep = func(ctx context.Context, ev event.SFTStep) error {
@@ -112,10 +123,18 @@ func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
 		}
 		return nil
 	}
-	// The run's warm start trains the host copy (GRPO's device copy is
-	// uploaded when it ends): a device warm start inside run is for later.
-	res, err := ws.sft(ctx, &opened{Policy: s.sftPol, Store: s.sftPol, Host: s.sftPol, Device: "cpu (gorgonia)",
-		Sync: func() error { return nil }, Close: func() {}}, dir, s.done, h)
+	on := &opened{Policy: s.sftPol, Store: s.sftPol, Host: s.sftPol, Device: "cpu (gorgonia)",
+		Sync: func() error { return nil }, Close: func() {}}
+	restore := func() {}
+	if s.dev != nil {
+		var err error
+		if restore, err = s.onDevice(); err != nil {
+			return err
+		}
+		on = &opened{Policy: s.dev, Store: s.dev, Host: s.sftPol, Dev: s.dev, Device: s.where, Sync: s.sync, Close: func() {}}
+	}
+	res, err := ws.sft(ctx, on, dir, s.done, h)
+	restore()
 	if err != nil {
 		return err
 	}
@@ -130,6 +149,25 @@ func (s *sftStage) Run(ctx context.Context, h train.WarmupHooks) error {
 	}
 	return s.finish()
 }
+
+// onDevice puts the warm start's weights, optimiser state and schedule on
+// GRPO's device policy; restore gives GRPO back its own optimiser and
+// schedule (the weights stay: finish uploads them again with GRPO's fresh
+// moments).
+func (s *sftStage) onDevice() (restore func(), err error) {
+	p := s.dev.P
+	grpoOpt, grpoSched := p.Optim, p.Schedule
+	p.Schedule = s.sftPol.Schedule
+	if err := p.Load(s.sftPol.Model, s.sftPol.Optim); err != nil { // a continued warm start's moments too
+		p.Optim, p.Schedule = grpoOpt, grpoSched
+		return nil, fmt.Errorf("warm start on %s: %w", s.where, err)
+	}
+	return func() { p.Optim, p.Schedule = grpoOpt, grpoSched }, nil
+}
+
+// sync brings the device's warm-start weights and moments back into
+// sftPol (for its checkpoints), whichever optimiser the device holds now.
+func (s *sftStage) sync() error { return s.dev.P.Engine.Download(s.sftPol.Model, s.sftPol.Optim) }
 
 // finish makes the warmed-up policy the reference too, where there is one
 // (none when grpo.kl_coef is 0).
@@ -161,6 +199,11 @@ func (s *sftStage) Save(ctx context.Context) error {
 		return fmt.Errorf("save warm start: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	if s.dev != nil && !s.loaded {
+		if err := s.sync(); err != nil {
+			return fmt.Errorf("save warm start: %w", err)
+		}
+	}
 	if err := s.sftPol.Save(ctx, tmp); err != nil {
 		return fmt.Errorf("save warm start: %w", err)
 	}
