@@ -43,6 +43,30 @@ func (ws *workspace) withLoRA(pol *policy.Model) error {
 	return pol.UseLoRA(l, opt, base)
 }
 
+// streamsBase reports whether the base model goes straight from its files
+// to the device, never whole on the host: LoRA on a device, from a model
+// folder (the base is frozen, so the host never needs its values; full
+// fine-tuning keeps a host copy, which its checkpoints are written from).
+func (ws *workspace) streamsBase() bool {
+	init := ws.cfg.Model.InitCkpt
+	return ws.onDevice() && ws.cfg.LoRA.Rank > 0 && init != "" && !isAdapterDir(init)
+}
+
+// openBase indexes model.init_ckpt's weights for the device engine and
+// returns the model's layout (no weights).
+func (ws *workspace) openBase() (*model.Model, error) {
+	dir := modelDir(ws.cfg.Model.InitCkpt)
+	w, err := model.OpenWeights(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	if ws.tok != nil && w.Cfg.VocabSize < ws.tok.VocabSize() {
+		return nil, fmt.Errorf("checkpoint %s: vocab_size %d is less than the tokenizer's %d ids", dir, w.Cfg.VocabSize, ws.tok.VocabSize())
+	}
+	ws.source = w
+	return model.Layout(w.Cfg)
+}
+
 // modelDir is where a checkpoint folder keeps its model: a run checkpoint's
 // policy/, else the folder itself.
 func modelDir(dir string) string {

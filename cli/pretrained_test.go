@@ -216,3 +216,27 @@ func TestPretrainedFolderOnTheDevicePath(t *testing.T) {
 		t.Errorf("eval of the merged model:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 }
+
+// TestDeviceLoRABaseIsNeverOnTheHost: a LoRA run on a device takes the
+// base model as a layout whose weights go from the files straight to the
+// device engine; full fine-tuning and CPU runs load the weights.
+func TestDeviceLoRABaseIsNeverOnTheHost(t *testing.T) {
+	hf := filepath.Join(t.TempDir(), "hf")
+	tinyPretrained(t, hf)
+	for _, tc := range []struct {
+		device string
+		rank   int
+		onHost bool
+	}{{"cuda", 4, false}, {"cuda", 0, true}, {"cpu", 4, true}} {
+		cfg := config.Default()
+		cfg.Model.Device, cfg.LoRA.Rank, cfg.Model.InitCkpt = tc.device, tc.rank, hf
+		ws := &workspace{cfg: cfg}
+		m, err := ws.newModel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.HasWeights() != tc.onHost || (ws.source != nil) == tc.onHost {
+			t.Errorf("device %s, lora.rank %d: weights on the host %v (source %v), want %v", tc.device, tc.rank, m.HasWeights(), ws.source != nil, tc.onHost)
+		}
+	}
+}

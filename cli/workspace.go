@@ -37,7 +37,10 @@ type workspace struct {
 	// ws.tok); notShipped says why a run that could use one does not.
 	// plan is the device memory plan of the policy last opened on a
 	// device (devicePolicy), for the logs.
-	plan       cuda.MemoryPlan
+	plan cuda.MemoryPlan
+	// source is where a device LoRA run's frozen base is read from, one
+	// tensor at a time, straight onto the device (streamsBase).
+	source     *model.Weights
 	shipped    *warmstart.Provenance
 	notShipped string
 }
@@ -273,6 +276,9 @@ func (ws *workspace) trainTokenizer(ctx context.Context, path string) error {
 // newModel builds the policy's network: from model.init_ckpt, or freshly
 // initialised with the tokenizer's vocabulary.
 func (ws *workspace) newModel() (*model.Model, error) {
+	if ws.streamsBase() {
+		return ws.openBase()
+	}
 	if ws.cfg.Model.InitCkpt != "" {
 		return loadModel(ws.cfg.Model.InitCkpt, ws.tok)
 	}
@@ -313,7 +319,11 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*policy.M
 	if err != nil {
 		return nil, err
 	}
-	p := policy.NewModel(m, model.NewAdamW(oc, m.NumParams()), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
+	n := m.NumParams()
+	if !m.HasWeights() {
+		n = 0 // a device LoRA run's base layout: only the adapters will train (withLoRA)
+	}
+	p := policy.NewModel(m, model.NewAdamW(oc, n), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
 	p.Temp = ws.cfg.Sample.Temperature
 	p.SetStopTokens(ws.chat.StopTokens(ws.tok))
 	if p.Format, err = model.FormatOf(baseDir(ws.cfg.Model.InitCkpt), ws.cfg.Run.SaveDtype); err != nil {
@@ -509,7 +519,7 @@ func (ws *workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *p
 		dev.Close()
 		return nil, nil, err
 	}
-	o := cuda.Options{Act: prec, LoRA: lora, MicroTokens: ws.cfg.Model.MicroTokens}
+	o := cuda.Options{Act: prec, LoRA: lora, MicroTokens: ws.cfg.Model.MicroTokens, Source: ws.source}
 	p, err := cuda.NewPolicy(dev, pol.Base(), o, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
 	if err != nil {
 		dev.Close()

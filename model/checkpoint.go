@@ -216,12 +216,22 @@ func transposed(p *Param) bool { return len(p.Shape) == 2 && p.Name != "model.em
 
 func transpose(src []float32, rows, cols int) []float32 {
 	dst := make([]float32, len(src))
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			dst[c*rows+r] = src[r*cols+c]
+	transposeInto(dst, src, rows, cols)
+	return dst
+}
+
+// transposeInto writes src [rows, cols] transposed into dst [cols, rows],
+// in 16x64 tiles (both sides stay in cache).
+func transposeInto(dst, src []float32, rows, cols int) {
+	for r0 := 0; r0 < rows; r0 += 16 {
+		for c0 := 0; c0 < cols; c0 += 64 {
+			for r := r0; r < min(r0+16, rows); r++ {
+				for c := c0; c < min(c0+64, cols); c++ {
+					dst[c*rows+r] = src[r*cols+c]
+				}
+			}
 		}
 	}
-	return dst
 }
 
 // hfOut is p as HF files hold it. A linear weight is transposed a block of
@@ -508,17 +518,18 @@ func writeDirAtomic(dir string, write func(tmp string) error) error {
 	return nil
 }
 
-// readWeights reads the fp32 masters in state/ when there are some (fromMasters), else
-// model.safetensors or the shards that model.safetensors.index.json lists.
+// readWeights indexes the fp32 masters in state/ when there are some
+// (fromMasters), else model.safetensors or the shards that
+// model.safetensors.index.json lists; no values are read.
 func readWeights(dir string) (ts map[string]stTensor, fromMasters bool, err error) {
 	master := filepath.Join(dir, "state", "master.safetensors")
 	if _, err := os.Stat(master); err == nil {
-		ts, _, err := readSafetensors(master)
+		ts, _, err := indexSafetensors(master)
 		return ts, true, err
 	}
 	single := filepath.Join(dir, "model.safetensors")
 	if _, err := os.Stat(single); err == nil {
-		ts, _, err := readSafetensors(single)
+		ts, _, err := indexSafetensors(single)
 		return ts, false, err
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
@@ -541,7 +552,7 @@ func readWeights(dir string) (ts map[string]stTensor, fromMasters bool, err erro
 		if shard != filepath.Base(shard) {
 			return nil, false, fmt.Errorf("model.safetensors.index.json: shard %q is not a plain file name", shard)
 		}
-		ts, _, err := readSafetensors(filepath.Join(dir, shard))
+		ts, _, err := indexSafetensors(filepath.Join(dir, shard))
 		if err != nil {
 			return nil, false, err
 		}
@@ -552,12 +563,23 @@ func readWeights(dir string) (ts map[string]stTensor, fromMasters bool, err erro
 	return all, false, nil
 }
 
-// Load reads a checkpoint directory: ours (the fp32 masters in state/ when
-// there are some), or a Hugging Face Llama/Qwen2 model (config.json +
-// model.safetensors or its shards, tied or untied embeddings; a tied LM
-// head is copied, and then trains untied). When want is non-nil, an
-// architecture that differs is refused with the first differing field.
-func Load(dir string, want *Config) (*Checkpoint, error) {
+// Weights are a checkpoint folder's weights, indexed but not read: Each
+// reads them one tensor at a time, so that a device engine can take a
+// model that the host never holds whole.
+type Weights struct {
+	Cfg  Config
+	dir  string
+	tied bool
+	ts   map[string]stTensor
+	from string // names the masters' file in errors about its tensors
+	hf   hfConfig
+}
+
+// OpenWeights reads dir's config.json and indexes its weight files (ours,
+// or a Hugging Face Llama/Qwen2 model's, sharded or not, in any float
+// type). When want is non-nil, an architecture that differs is refused
+// with the first differing field.
+func OpenWeights(dir string, want *Config) (*Weights, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
@@ -575,47 +597,84 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 			return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 		}
 	}
-	m, err := newEmpty(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
-	}
 	ts, fromMasters, err := readWeights(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 	}
-	from := "" // names the masters' file in errors about its tensors
+	w := &Weights{Cfg: cfg, dir: dir, tied: h.TieWordEmbeddings, ts: ts, hf: h}
 	if fromMasters {
-		from = " (state/master.safetensors)"
+		w.from = " (state/master.safetensors)"
 	}
-	for i := range m.Params {
-		p := &m.Params[i]
-		t, ok := ts[p.Name]
+	return w, nil
+}
+
+// Each reads every parameter of layout (a model of w.Cfg: Layout's, or a
+// full model) in order and calls fn with its values in the model's layout
+// ([in, out] projections); data is reused from call to call. A tied LM
+// head is read from the embedding.
+func (w *Weights) Each(layout *Model, fn func(p *Param, data []float32) error) error {
+	var buf, tbuf []float32
+	for i := range layout.Params {
+		p := &layout.Params[i]
+		t, ok := w.ts[p.Name]
 		if !ok && p.Name == "lm_head.weight" {
-			t, ok = ts["model.embed_tokens.weight"] // tied embeddings
-			if ok && !h.TieWordEmbeddings {
-				return nil, fmt.Errorf("load checkpoint %s: lm_head.weight missing and tie_word_embeddings is false", dir)
+			t, ok = w.ts["model.embed_tokens.weight"] // tied embeddings
+			if ok && !w.tied {
+				return fmt.Errorf("load checkpoint %s: lm_head.weight missing and tie_word_embeddings is false", w.dir)
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("load checkpoint %s: tensor %s missing%s", dir, p.Name, from)
+			return fmt.Errorf("load checkpoint %s: tensor %s missing%s", w.dir, p.Name, w.from)
 		}
 		wantShape := p.Shape
 		if transposed(p) {
 			wantShape = []int{p.Shape[1], p.Shape[0]}
 		}
 		if !slices.Equal(t.shape, wantShape) {
-			return nil, fmt.Errorf("load checkpoint %s: tensor %s%s has shape %v, want %v", dir, p.Name, from, t.shape, wantShape)
+			return fmt.Errorf("load checkpoint %s: tensor %s%s has shape %v, want %v", w.dir, p.Name, w.from, t.shape, wantShape)
 		}
-		if j := nonFinite(t.data); j >= 0 {
-			return nil, fmt.Errorf("load checkpoint %s: tensor %s%s holds %v at index %d: the weights are not finite (a diverged run?); resume from an earlier checkpoint",
-				dir, p.Name, from, t.data[j], j)
+		n := prod(p.Shape)
+		buf = slices.Grow(buf[:0], n)[:n]
+		if err := t.read(buf); err != nil {
+			return fmt.Errorf("load checkpoint %s: tensor %s%s: %w", w.dir, p.Name, w.from, err)
 		}
+		if j := nonFinite(buf); j >= 0 {
+			return fmt.Errorf("load checkpoint %s: tensor %s%s holds %v at index %d: the weights are not finite (a diverged run?); resume from an earlier checkpoint",
+				w.dir, p.Name, w.from, buf[j], j)
+		}
+		data := buf
 		if transposed(p) {
-			copy(p.W, transpose(t.data, wantShape[0], wantShape[1]))
-		} else {
-			copy(p.W, t.data)
+			tbuf = slices.Grow(tbuf[:0], n)[:n]
+			transposeInto(tbuf, buf, wantShape[0], wantShape[1])
+			data = tbuf
+		}
+		if err := fn(p, data); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// Load reads a checkpoint directory: ours (the fp32 masters in state/ when
+// there are some), or a Hugging Face Llama/Qwen2 model (config.json +
+// model.safetensors or its shards, tied or untied embeddings; a tied LM
+// head is copied, and then trains untied). When want is non-nil, an
+// architecture that differs is refused with the first differing field.
+// The weights are read one tensor at a time into the model: the host
+// holds the model and one tensor, not the files' values beside it.
+func Load(dir string, want *Config) (*Checkpoint, error) {
+	w, err := OpenWeights(dir, want)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newEmpty(w.Cfg)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	if err := w.Each(m, func(p *Param, data []float32) error { copy(p.W, data); return nil }); err != nil {
+		return nil, err
+	}
+	h := w.hf
 	ck := &Checkpoint{Model: m, Extra: map[string][]byte{}, Format: Format{Dtype: F32}}
 	if h.dtype() == "bfloat16" {
 		ck.Dtype = BF16

@@ -112,6 +112,7 @@ type Model struct {
 	Params []Param
 	data   []float32 // all weights, contiguous
 	grad   []float32 // all gradients, same layout
+	np     int       // weights in the layout (also for a Layout, which has no arena)
 
 	embed, norm, lmHead int // indices into Params
 	layers              []layer
@@ -166,8 +167,8 @@ func isResidualOut(name string) bool {
 
 func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
 
-// newEmpty lays out the parameter arena with zero weights.
-func newEmpty(cfg Config) (*Model, error) {
+// newLayout lays out the parameters without their arena.
+func newLayout(cfg Config) (*Model, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("model.New: %w", err)
@@ -208,20 +209,34 @@ func newEmpty(cfg Config) (*Model, error) {
 	m.norm = add("model.norm.weight", d)
 	m.lmHead = add("lm_head.weight", d, v)
 
-	total := 0
 	for _, s := range specs {
-		total += prod(s.shape)
+		m.Params = append(m.Params, Param{Name: s.name, Shape: s.shape, Decay: len(s.shape) == 2})
+		m.np += prod(s.shape)
 	}
-	m.data = make([]float32, total)
-	m.grad = make([]float32, total)
+	return m, nil
+}
+
+// Layout is a model of cfg without weights: its parameters' names, shapes
+// and order, for a device engine that reads the weights itself
+// (Weights.Each) so that the host never holds them. Nothing may run on it.
+func Layout(cfg Config) (*Model, error) { return newLayout(cfg) }
+
+// newEmpty lays out the parameter arena with zero weights.
+func newEmpty(cfg Config) (*Model, error) {
+	m, err := newLayout(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.data = make([]float32, m.np)
+	m.grad = make([]float32, m.np)
 	off := 0
-	for _, s := range specs {
-		n := prod(s.shape)
-		m.Params = append(m.Params, Param{Name: s.name, Shape: s.shape,
-			W: m.data[off : off+n : off+n], G: m.grad[off : off+n : off+n], Decay: len(s.shape) == 2})
+	for i := range m.Params {
+		p := &m.Params[i]
+		n := prod(p.Shape)
+		p.W, p.G = m.data[off:off+n:off+n], m.grad[off:off+n:off+n]
 		off += n
 	}
-	m.rope = newRopeTable(cfg.HeadDim, cfg.Context, cfg.RopeTheta)
+	m.rope = newRopeTable(m.Cfg.HeadDim, m.Cfg.Context, m.Cfg.RopeTheta)
 	return m, nil
 }
 
@@ -234,7 +249,10 @@ func prod(s []int) int {
 }
 
 // NumParams is the number of weights.
-func (m *Model) NumParams() int { return len(m.data) }
+func (m *Model) NumParams() int { return m.np }
+
+// HasWeights is false for a Layout.
+func (m *Model) HasWeights() bool { return m.data != nil }
 
 // Weights and Grads expose the flat arenas (same layout; Params index them).
 func (m *Model) Weights() []float32 { return m.data }

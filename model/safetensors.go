@@ -161,12 +161,59 @@ func writeSafetensors(w io.Writer, dtype Dtype, ts []stOut, meta map[string]stri
 	return nil
 }
 
+// stTensor is one tensor of a safetensors file: its shape and where its
+// values are (read eagerly by readSafetensors, on demand by read).
 type stTensor struct {
 	shape []int
-	data  []float32
+	data  []float32 // the values, once read
+	path  string
+	dtype string
+	at    int64 // the first byte of its data in path
 }
 
-func readSafetensors(path string) (map[string]stTensor, map[string]string, error) {
+// read fills dst (prod(shape) values) from the file, converting to float32.
+func (t stTensor) read(dst []float32) error {
+	if t.data != nil {
+		copy(dst, t.data)
+		return nil
+	}
+	f, err := os.Open(t.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return t.readFrom(f, dst)
+}
+
+func (t stTensor) readFrom(f io.ReaderAt, dst []float32) error {
+	size := map[string]int{"F32": 4, "F16": 2, "BF16": 2, "F64": 8}[t.dtype]
+	const piece = 1 << 16 // values converted at a time: no second copy of a large tensor
+	b := make([]byte, min(len(dst), piece)*size)
+	for lo := 0; lo < len(dst); lo += piece {
+		d := dst[lo:min(lo+piece, len(dst))]
+		chunk := b[:len(d)*size]
+		if _, err := f.ReadAt(chunk, t.at+int64(lo*size)); err != nil {
+			return err
+		}
+		for i := range d {
+			switch t.dtype {
+			case "F32":
+				d[i] = math.Float32frombits(binary.LittleEndian.Uint32(chunk[4*i:]))
+			case "F64":
+				d[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(chunk[8*i:])))
+			case "BF16":
+				d[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(chunk[2*i:])) << 16)
+			case "F16":
+				d[i] = f16(binary.LittleEndian.Uint16(chunk[2*i:]))
+			}
+		}
+	}
+	return nil
+}
+
+// indexSafetensors reads a file's header: its tensors (not their values)
+// and metadata.
+func indexSafetensors(path string) (map[string]stTensor, map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read safetensors: %w", err)
@@ -199,15 +246,10 @@ func readSafetensors(path string) (map[string]stTensor, map[string]string, error
 		delete(raw, "__metadata__")
 	}
 	dataLen := st.Size() - 8 - int64(n)
-	names := make([]string, 0, len(raw))
-	for k := range raw {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	out := map[string]stTensor{}
-	for _, name := range names {
+	for name, r := range raw {
 		var e stEntry
-		if err := json.Unmarshal(raw[name], &e); err != nil {
+		if err := json.Unmarshal(r, &e); err != nil {
 			return nil, nil, fmt.Errorf("read safetensors %s: tensor %s: %w", path, name, err)
 		}
 		size := map[string]int{"F32": 4, "F16": 2, "BF16": 2, "F64": 8}[e.Dtype]
@@ -219,26 +261,37 @@ func readSafetensors(path string) (map[string]stTensor, map[string]string, error
 		if lo < 0 || hi < lo || int64(hi) > dataLen || hi-lo != count*size {
 			return nil, nil, fmt.Errorf("read safetensors %s: tensor %s: offsets %v do not fit shape %v of %s", path, name, e.Offsets, e.Shape, e.Dtype)
 		}
-		b := make([]byte, hi-lo)
-		if _, err := f.ReadAt(b, 8+int64(n)+int64(lo)); err != nil {
-			return nil, nil, fmt.Errorf("read safetensors %s: tensor %s: %w", path, name, err)
-		}
-		d := make([]float32, count)
-		for i := range d {
-			switch e.Dtype {
-			case "F32":
-				d[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			case "F64":
-				d[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])))
-			case "BF16":
-				d[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
-			case "F16":
-				d[i] = f16(binary.LittleEndian.Uint16(b[2*i:]))
-			}
-		}
-		out[name] = stTensor{shape: e.Shape, data: d}
+		out[name] = stTensor{shape: e.Shape, path: path, dtype: e.Dtype, at: 8 + int64(n) + int64(lo)}
 	}
 	return out, meta, nil
+}
+
+// readSafetensors reads a whole (small) file: every tensor's values.
+func readSafetensors(path string) (map[string]stTensor, map[string]string, error) {
+	ts, meta, err := indexSafetensors(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read safetensors: %w", err)
+	}
+	defer f.Close()
+	names := make([]string, 0, len(ts))
+	for k := range ts {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := ts[name]
+		d := make([]float32, prod(t.shape))
+		if err := t.readFrom(f, d); err != nil {
+			return nil, nil, fmt.Errorf("read safetensors %s: tensor %s: %w", path, name, err)
+		}
+		t.data = d
+		ts[name] = t
+	}
+	return ts, meta, nil
 }
 
 // f16 converts an IEEE half to float32.

@@ -36,6 +36,10 @@ type Options struct {
 	// LoRA, when set, freezes the base weights and trains these adapters
 	// (engine_lora.go).
 	LoRA *model.LoRA
+	// Source, when set, is where the weights are read from, one tensor at
+	// a time, for a model given as a model.Layout: the host never holds
+	// them whole.
+	Source *model.Weights
 }
 
 // Engine is the decoder on a device: weights, gradients and optimiser
@@ -159,9 +163,13 @@ func (e *Engine) index(m *model.Model) error {
 	refs := map[string]pref{}
 	off := 0
 	for _, p := range m.Params {
-		refs[p.Name] = pref{name: p.Name, off: off, n: len(p.W), shape: p.Shape, decay: p.Decay}
+		n := 1
+		for _, d := range p.Shape {
+			n *= d
+		}
+		refs[p.Name] = pref{name: p.Name, off: off, n: n, shape: p.Shape, decay: p.Decay}
 		e.decays = append(e.decays, refs[p.Name])
-		off += len(p.W)
+		off += n
 	}
 	if off != e.np {
 		return fmt.Errorf("cuda engine: parameters cover %d of %d weights", off, e.np)
@@ -213,7 +221,20 @@ func (e *Engine) Device() Device { return e.dev }
 // upload copies m's weights into the master arena and the compute copy.
 // Call inside dev.Do.
 func (e *Engine) upload(m *model.Model) error {
-	if err := e.dev.Upload(e.w, m.Weights()); err != nil {
+	if !m.HasWeights() {
+		if e.opts.Source == nil {
+			return errors.New("upload: a model layout without weights and no Options.Source")
+		}
+		off := 0
+		err := e.opts.Source.Each(m, func(p *model.Param, data []float32) error {
+			err := e.dev.Upload(e.w.View(off, len(data)), data)
+			off += len(data)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	} else if err := e.dev.Upload(e.w, m.Weights()); err != nil {
 		return err
 	}
 	if e.act != F32 {

@@ -202,3 +202,55 @@ func TestLoRAPolicySamplesAsMerged(t *testing.T) {
 		t.Errorf("reference logprobs: relative error %.2e", d)
 	}
 }
+
+// TestEngineStreamsWeightsFromFiles: an engine given a model.Layout reads
+// its weights from the checkpoint's files one tensor at a time (bf16
+// shards here) and computes what the fully loaded model computes.
+func TestEngineStreamsWeightsFromFiles(t *testing.T) {
+	ctx := context.Background()
+	m := testModel(t, qwen2Small(), 4)
+	dir := t.TempDir()
+	if err := model.Save(dir, model.Checkpoint{Model: m, Format: model.Format{Dtype: model.BF16, MaxShard: int64(m.NumParams())}}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := model.Load(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := model.OpenWeights(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := model.Layout(w.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if layout.HasWeights() || layout.NumParams() != full.Model.NumParams() {
+		t.Fatalf("layout: weights %v, %d params, want none and %d", layout.HasWeights(), layout.NumParams(), full.Model.NumParams())
+	}
+	e, err := NewEngine(NewCPU(), layout, Options{Act: F32, Source: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	got := full.Model.Clone()
+	if err := e.Download(got, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Weights(), full.Model.Weights()) {
+		t.Error("the streamed weights differ from the loaded ones")
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	b := testBatch(r, m.Cfg.VocabSize, []int{20, 9}, []int{4, 2}, 1)
+	want, err := full.Model.Logprobs(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, err := e.Logprobs(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := relErr(flat(lp.Logprobs), flat(want.Logprobs)); d > 1e-4 {
+		t.Errorf("logprobs of the streamed engine: relative error %.2e", d)
+	}
+}
