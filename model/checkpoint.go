@@ -614,6 +614,7 @@ func OpenWeights(dir string, want *Config) (*Weights, error) {
 // head is read from the embedding.
 func (w *Weights) Each(layout *Model, fn func(p *Param, data []float32) error) error {
 	var buf, tbuf []float32
+	var scratch []byte
 	for i := range layout.Params {
 		p := &layout.Params[i]
 		t, ok := w.ts[p.Name]
@@ -635,7 +636,7 @@ func (w *Weights) Each(layout *Model, fn func(p *Param, data []float32) error) e
 		}
 		n := prod(p.Shape)
 		buf = slices.Grow(buf[:0], n)[:n]
-		if err := t.read(buf); err != nil {
+		if err := t.read(buf, &scratch); err != nil {
 			return fmt.Errorf("load checkpoint %s: tensor %s%s: %w", w.dir, p.Name, w.from, err)
 		}
 		if j := nonFinite(buf); j >= 0 {

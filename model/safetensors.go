@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 )
 
@@ -171,8 +172,9 @@ type stTensor struct {
 	at    int64 // the first byte of its data in path
 }
 
-// read fills dst (prod(shape) values) from the file, converting to float32.
-func (t stTensor) read(dst []float32) error {
+// read fills dst (prod(shape) values) from the file, converting to
+// float32; scratch is a reusable buffer (nil: one is made).
+func (t stTensor) read(dst []float32, scratch *[]byte) error {
 	if t.data != nil {
 		copy(dst, t.data)
 		return nil
@@ -182,13 +184,17 @@ func (t stTensor) read(dst []float32) error {
 		return err
 	}
 	defer f.Close()
-	return t.readFrom(f, dst)
+	return t.readFrom(f, dst, scratch)
 }
 
-func (t stTensor) readFrom(f io.ReaderAt, dst []float32) error {
+func (t stTensor) readFrom(f io.ReaderAt, dst []float32, scratch *[]byte) error {
 	size := map[string]int{"F32": 4, "F16": 2, "BF16": 2, "F64": 8}[t.dtype]
 	const piece = 1 << 16 // values converted at a time: no second copy of a large tensor
-	b := make([]byte, min(len(dst), piece)*size)
+	if scratch == nil {
+		scratch = new([]byte)
+	}
+	b := slices.Grow((*scratch)[:0], piece*size)[:min(len(dst), piece)*size]
+	*scratch = b
 	for lo := 0; lo < len(dst); lo += piece {
 		d := dst[lo:min(lo+piece, len(dst))]
 		chunk := b[:len(d)*size]
@@ -285,7 +291,7 @@ func readSafetensors(path string) (map[string]stTensor, map[string]string, error
 	for _, name := range names {
 		t := ts[name]
 		d := make([]float32, prod(t.shape))
-		if err := t.readFrom(f, d); err != nil {
+		if err := t.readFrom(f, d, nil); err != nil {
 			return nil, nil, fmt.Errorf("read safetensors %s: tensor %s: %w", path, name, err)
 		}
 		t.data = d
