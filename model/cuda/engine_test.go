@@ -227,6 +227,7 @@ func TestDeviceCheckConfigs(t *testing.T) {
 		want model.Config
 	}{
 		{"qwen2.5-coder-0.5b.json", qwen05B()},
+		{"qwen2.5-coder-1.5b.json", qwen15B()},
 		{"default-model.json", model.ConfigFrom(config.Default().Model)},
 	}
 	for _, tc := range cases {
@@ -239,7 +240,7 @@ func TestDeviceCheckConfigs(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := tc.want
-		if tc.file == "qwen2.5-coder-0.5b.json" {
+		if strings.HasPrefix(tc.file, "qwen2.5-coder-") {
 			want.Context = got.Context // the real model's 32768; the Go bench keeps 4096 of it
 		}
 		if want.HeadDim == 0 {

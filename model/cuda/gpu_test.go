@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -413,6 +414,12 @@ func qwen05B() model.Config {
 		VocabSize: 151936, RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true}
 }
 
+// qwen15B is Qwen2.5-Coder-1.5B's shape, likewise.
+func qwen15B() model.Config {
+	return model.Config{Layers: 28, DModel: 1536, Heads: 12, KVHeads: 2, HeadDim: 128, DFF: 8960, Context: 4096,
+		VocabSize: 151936, RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true}
+}
+
 func envInt(k string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
 		return v
@@ -526,4 +533,207 @@ func TestGPUBenchGRPO(t *testing.T) {
 		pol.Close()
 	}
 	report(t, "bench.json", results)
+}
+
+// stageResult is one stage of one model in TestGPUBenchStages.
+type stageResult struct {
+	Model, Stage string
+	Params       int
+	Tokens       int     // tokens the timed work covered
+	Seconds      float64 // its wall time
+	TokensPerS   float64
+	UsedBytes    uint64 // device memory held after the stage (the engine frees nothing it cached)
+	PlanBytes    int64  // the memory plan's total for the stage's run
+}
+
+// TestGPUBenchStages times each stage a GPU user runs, per model (the
+// default, Qwen2.5-Coder-0.5B's and 1.5B's shapes; SWETUI_BENCH_MODELS
+// picks some by name): a warm start step (every weight trains, 4 sequences
+// of P+C tokens), eval (G completions of C tokens sampled from that
+// policy), and a LoRA GRPO step (rank 16 on every projection: G
+// completions, the frozen base's logprobs as the reference, backward and
+// AdamW on the adapters), with the device memory each holds beside the
+// memory plan's count for it. torch_bench.py --stages does the same work
+// in PyTorch.
+func TestGPUBenchStages(t *testing.T) {
+	gpu := openGPU(t)
+	G, P, C := envInt("SWETUI_BENCH_G", 8), envInt("SWETUI_BENCH_PROMPT", 512), envInt("SWETUI_BENCH_NEW", 256)
+	pick := os.Getenv("SWETUI_BENCH_MODELS")
+	var cases []benchModel
+	for _, tc := range []benchModel{{"default", model.ConfigFrom(config.Default().Model)}, {"qwen2.5-coder-0.5b-shape", qwen05B()},
+		{"qwen2.5-coder-1.5b-shape", qwen15B()}} {
+		if pick == "" || slices.Contains(strings.Split(pick, ","), tc.name) {
+			cases = append(cases, tc)
+		}
+	}
+	held := func() uint64 { return gpu.Info().TotalBytes - gpu.Info().FreeBytes }
+	results := benchStages(t, gpu, BF16, held, cases, G, P, C)
+	for _, r := range results {
+		// The plan is an upper bound the run comes near: a plan far below
+		// what the device holds would let a run through that then fails.
+		// (The CUDA context, cuBLAS's workspace and the kernels' modules
+		// are the device's own, about 256 MiB.)
+		if r.UsedBytes > uint64(r.PlanBytes)+(256<<20) {
+			t.Errorf("%s %s: the device holds %d MiB, the plan counted %d MiB", r.Model, r.Stage, r.UsedBytes>>20, r.PlanBytes>>20)
+		}
+	}
+}
+
+// TestBenchStagesOnTheCPUDevice runs the device check's stage bench on the
+// CPU implementation of the kernels with a small model, so that the GPU
+// machine runs code that has run: every stage, and the plan's bound on
+// what each holds, counted exactly here.
+func TestBenchStagesOnTheCPUDevice(t *testing.T) {
+	dev := &countingDevice{Device: NewCPU()}
+	held := func() uint64 {
+		dev.mu.Lock()
+		defer dev.mu.Unlock()
+		return uint64(dev.now)
+	}
+	results := benchStages(t, dev, F32, held, []benchModel{{"qwen2-small", qwen2Small()}}, 4, 40, 24)
+	if len(results) != 3 {
+		t.Fatalf("%d stage results, want 3", len(results))
+	}
+	for _, r := range results {
+		if r.TokensPerS <= 0 || r.UsedBytes == 0 || r.UsedBytes > uint64(r.PlanBytes) {
+			t.Errorf("%s: %+v: want tokens, held bytes within the plan", r.Stage, r)
+		}
+		// Training stages reach their plan (the warm start's counts the KV
+		// cache eval fills next); eval's prefill evicts the training plan.
+		if r.Stage != "eval sampling" && float64(r.UsedBytes) < 0.9*float64(r.PlanBytes) {
+			t.Errorf("%s: holds %d bytes, the plan counted %d: the bound is loose", r.Stage, r.UsedBytes, r.PlanBytes)
+		}
+	}
+}
+
+// benchModel is a model the stage bench runs.
+type benchModel struct {
+	name string
+	cfg  model.Config
+}
+
+// benchStages runs TestGPUBenchStages' stages on dev with activations act;
+// held is the memory dev holds now.
+func benchStages(t *testing.T, dev Device, act DType, held func() uint64, cases []benchModel, G, P, C int) []stageResult {
+	ctx := context.Background()
+	var results []stageResult
+	for _, tc := range cases {
+		if P+C > tc.cfg.Context {
+			t.Logf("%s: prompt+new %d exceeds context %d; skipped", tc.name, P+C, tc.cfg.Context)
+			continue
+		}
+		start := time.Now()
+		m, err := model.New(tc.cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d parameters, host init %v", tc.name, m.NumParams(), time.Since(start))
+		r := rand.New(rand.NewPCG(1, 2))
+		seq := func(n int) []int {
+			s := make([]int, n)
+			for i := range s {
+				s[i] = r.IntN(tc.cfg.VocabSize)
+			}
+			return s
+		}
+		oc := config.Default().Optim
+		sched, _ := model.NewSchedule(oc, 100)
+		// One micro-batch holds the whole batch: the plan's bound is then
+		// what the stage reaches.
+		micro := max(4, G) * (P + C)
+		add := func(stage string, tokens int, secs float64, held0 uint64, plan MemoryPlan) {
+			res := stageResult{Model: tc.name, Stage: stage, Params: m.NumParams(), Tokens: tokens, Seconds: secs,
+				TokensPerS: float64(tokens) / secs, UsedBytes: held() - held0, PlanBytes: plan.Total}
+			t.Logf("%+v", res)
+			results = append(results, res)
+			report(t, "stages.json", results)
+		}
+
+		// Warm start and eval: every weight trains, no reference.
+		free0 := held()
+		plan := Plan(Workload{Cfg: m.Cfg, Act: act, Completions: G, MicroTokens: micro})
+		pol, err := NewPolicy(dev, m, Options{Act: act, MicroTokens: micro}, model.NewAdamW(oc, m.NumParams()), sched, oc.GradClip, nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := model.Batch{Temperature: 1}
+		var cot [][]float32
+		for i := 0; i < 4; i++ {
+			b.Tokens, b.PromptLen = append(b.Tokens, seq(P+C)), append(b.PromptLen, P)
+			row := make([]float32, C)
+			for j := range row {
+				row[j] = 1 / float32(4*C) // the mean NLL's gradient
+			}
+			cot = append(cot, row)
+		}
+		for i := 0; i < 2; i++ { // warm-up, then timed
+			t0 := time.Now()
+			if _, _, err := pol.Backward(ctx, b, cot); err != nil {
+				t.Fatal(err)
+			}
+			pol.Step()
+			if i == 1 {
+				add("warm start step", 4*(P+C), time.Since(t0).Seconds(), free0, plan)
+			}
+		}
+		prompt := seq(P)
+		if _, err := pol.Sample(ctx, prompt, G, model.SampleOptions{Temperature: 0.9, MaxNewTokens: 4}); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		group, err := pol.Sample(ctx, prompt, G, model.SampleOptions{Temperature: 0.9, TopP: 1, MaxNewTokens: C})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range group {
+			n += len(c.Tokens)
+		}
+		add("eval sampling", n, time.Since(t0).Seconds(), free0, plan)
+		pol.Close()
+
+		// LoRA GRPO: the adapters train, the base is the reference.
+		free0 = held()
+		l, err := model.NewLoRA(m, model.LoRAConfig{Rank: 16, Alpha: 32, Targets: model.LoRATargets}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan = Plan(Workload{Cfg: m.Cfg, Act: act, LoRA: &l.Cfg, Reference: true, Completions: G, MicroTokens: micro})
+		lp, err := NewPolicy(dev, m, Options{Act: act, LoRA: l, MicroTokens: micro}, model.NewAdamW(oc, l.NumParams()), sched, oc.GradClip, nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := BaseReference(lp, 0.9)
+		for i := 0; i < 2; i++ {
+			t0 := time.Now()
+			group, err := lp.Sample(ctx, prompt, G, model.SampleOptions{Temperature: 0.9, TopP: 1, MaxNewTokens: C})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gb := model.Batch{Temperature: 0.9}
+			var gcot [][]float32
+			tokens := 0
+			for k, c := range group {
+				gb.Tokens, gb.PromptLen = append(gb.Tokens, append(slices.Clone(prompt), c.Tokens...)), append(gb.PromptLen, P)
+				row := make([]float32, len(c.Tokens))
+				for j := range row {
+					row[j] = float32(k%2*2-1) / float32(len(c.Tokens))
+				}
+				gcot = append(gcot, row)
+				tokens += P + len(c.Tokens)
+			}
+			if _, err := ref.Logprobs(ctx, gb); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := lp.Backward(ctx, gb, gcot); err != nil {
+				t.Fatal(err)
+			}
+			lp.Step()
+			if i == 1 {
+				add("LoRA GRPO step (sample, reference, train)", tokens, time.Since(t0).Seconds(), free0, plan)
+			}
+		}
+		lp.Close()
+	}
+	return results
 }

@@ -3,8 +3,11 @@
 # builds (no Go needed there): every CUDA kernel against the CPU
 # implementation, the engine against the CPU engine, a GRPO step's sampling
 # and training timed for the default model and Qwen2.5-Coder-0.5B's shape,
-# then PyTorch/transformers on the same work. Results in $OUT (default
-# ./out), summary.md first. About 3-5 minutes on an H200.
+# each stage a GPU user runs (warm start step, eval sampling, LoRA GRPO
+# step) for those and Qwen2.5-Coder-1.5B's shape with the memory plan's
+# count beside what the device holds, then PyTorch/transformers on the same
+# work. Results in $OUT (default ./out), summary.md first. About 6-9
+# minutes on an H200.
 set -u
 cd "$(dirname "$0")"
 OUT=${OUT:-$PWD/out}
@@ -29,14 +32,17 @@ export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Each part on its own, so that a crash in one keeps the others' results.
 : >"$OUT/go.log"
-for run in 'TestGPUKernelsMatchCPU' 'TestGPUEngineMatchesCPU' 'TestGPUBenchGRPO'; do
+for run in 'TestGPUKernelsMatchCPU' 'TestGPUEngineMatchesCPU' 'TestGPUBenchGRPO' 'TestGPUBenchStages'; do
   echo "=== $run" >>"$OUT/go.log"
-  timeout 200 ./cuda.test -test.run "^$run\$" -test.v -test.timeout 190s >>"$OUT/go.log" 2>&1
+  timeout 330 ./cuda.test -test.run "^$run\$" -test.v -test.timeout 320s >>"$OUT/go.log" 2>&1
   echo "=== $run exit $?" >>"$OUT/go.log"
 done
-timeout 200 python3 torch_bench.py --out "$OUT/torch.json" --G "${SWETUI_BENCH_G:-8}" \
-  --prompt "${SWETUI_BENCH_PROMPT:-512}" --new "${SWETUI_BENCH_NEW:-256}" \
-  default-model.json qwen2.5-coder-0.5b.json >"$OUT/torch.log" 2>&1
+# The same work in PyTorch: the GRPO step and sampling for the two models
+# TestGPUBenchGRPO runs, then (--stages) the warm start step and the LoRA
+# GRPO step for the three TestGPUBenchStages runs.
+timeout 420 python3 torch_bench.py --out "$OUT/torch.json" --G "${SWETUI_BENCH_G:-8}" \
+  --prompt "${SWETUI_BENCH_PROMPT:-512}" --new "${SWETUI_BENCH_NEW:-256}" --stages \
+  default-model.json qwen2.5-coder-0.5b.json qwen2.5-coder-1.5b.json >"$OUT/torch.log" 2>&1
 echo "torch exit $?" >>"$OUT/torch.log"
 python3 summarize.py "$OUT" >"$OUT/summary.md" 2>&1
 cat "$OUT/summary.md"

@@ -46,6 +46,24 @@ for r in b:
           f"{ratio(r['TrainTokensPerS'], tt)} | {r['SampleTokensPerS']:.0f} | {ts or float('nan'):.0f} | {ratio(r['SampleTokensPerS'], ts)} | "
           f"{r['DeviceUsedBytes'] / 2**20:.0f} | {tr.get('train_peak_bytes', 0) / 2**20:.0f}/{tr.get('sample_peak_bytes', 0) / 2**20:.0f} |")
 print("\nTargets: training >= 0.5 of PyTorch's tokens/s, sampling >= PyTorch's generate.")
+st = load("stages.json")
+print("\n## Each stage: swetui against PyTorch, and the memory plan\n")
+if isinstance(st, dict):
+    print("no stages.json:", st.get("_error"), "\n")
+    st = []
+names["qwen2.5-coder-1.5b-shape"] = "qwen2.5-coder-1.5b"
+keys = {"warm start step": ("warm_start_tokens_per_s", "warm_start_peak_bytes"),
+        "eval sampling": ("sample_tokens_per_s", "sample_peak_bytes"),
+        "LoRA GRPO step (sample, reference, train)": ("lora_grpo_tokens_per_s", "lora_grpo_peak_bytes")}
+print("| model | stage | tok/s ours | torch | ratio | device MiB held | plan MiB | torch peak MiB |")
+print("|---|---|---|---|---|---|---|---|")
+for r in st:
+    tr = tm.get(names.get(r["Model"], r["Model"]), {})
+    tk, pk = keys.get(r["Stage"], ("", ""))
+    tt = tr.get(tk)
+    ratio = f"{r['TokensPerS'] / tt:.2f}" if tt else "n/a"
+    print(f"| {r['Model']} | {r['Stage']} | {r['TokensPerS']:.0f} | {tt or float('nan'):.0f} | {ratio} | "
+          f"{r['UsedBytes'] / 2**20:.0f} | {r['PlanBytes'] / 2**20:.0f} | {tr.get(pk, 0) / 2**20:.0f} |")
 for name, tr in tm.items():
     for key, v in tr.items():
         if key.endswith("_error"):
