@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model"
@@ -136,4 +137,10 @@ func (ws *workspace) workload(cfg model.Config, act cuda.DType, lora *model.LoRA
 		w.Snapshots = cuda.MaxSnapshots
 	}
 	return w
+}
+
+// loraNote says what a LoRA run trains, for the run's log.
+func loraNote(l *model.LoRA, base int) string {
+	return fmt.Sprintf("lora: rank %d, alpha %g on %s: %d adapter weights train (%.2f%% of the model's %d), the rest is frozen; the KL reference is the frozen base",
+		l.Cfg.Rank, l.Cfg.Alpha, strings.Join(l.Cfg.Targets, ", "), l.NumParams(), 100*float64(l.NumParams())/float64(base), base)
 }

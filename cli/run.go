@@ -135,12 +135,18 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		}
 		deps.Warmup = stage
 	}
+	if l := pol.LoRA(); l != nil {
+		deps.BLAS += fmt.Sprintf(" · LoRA rank %d", l.Cfg.Rank)
+	}
 	tr := train.New(cfg, deps)
 
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx) }()
 	if shippedNote != "" {
 		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: shippedNote})
+	}
+	if l := pol.LoRA(); l != nil {
+		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: loraNote(l, pol.Model.NumParams())})
 	}
 	if planNote != "" {
 		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: planNote})
