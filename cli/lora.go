@@ -44,18 +44,19 @@ func (ws *workspace) withLoRA(pol *policy.Model) error {
 	return pol.UseLoRA(l, opt, base)
 }
 
-// streamsBase reports whether the base model goes straight from its files
-// to the device, never whole on the host: LoRA on a device, from a model
-// folder (the base is frozen, so the host never needs its values; full
-// fine-tuning keeps a host copy, which its checkpoints are written from).
-func (ws *workspace) streamsBase() bool {
+// streamsWeights reports whether the model goes straight from its files to
+// the device, never whole on the host: a device run from a model folder.
+// Its checkpoints then stream back from the device a tensor at a time
+// (policy.Device), and a LoRA run's frozen base is never read back at all.
+// An adapter folder is merged on the host first.
+func (ws *workspace) streamsWeights() bool {
 	init := ws.cfg.Model.InitCkpt
-	return ws.onDevice() && ws.cfg.LoRA.Rank > 0 && init != "" && !isAdapterDir(init)
+	return ws.onDevice() && init != "" && !isAdapterDir(init)
 }
 
-// openBase indexes model.init_ckpt's weights for the device engine and
+// openWeights indexes model.init_ckpt's weights for the device engine and
 // returns the model's layout (no weights).
-func (ws *workspace) openBase() (*model.Model, error) {
+func (ws *workspace) openWeights() (*model.Model, error) {
 	dir := modelDir(ws.cfg.Model.InitCkpt)
 	w, err := model.OpenWeights(dir, nil)
 	if err != nil {

@@ -217,17 +217,17 @@ func TestPretrainedFolderOnTheDevicePath(t *testing.T) {
 	}
 }
 
-// TestDeviceLoRABaseIsNeverOnTheHost: a LoRA run on a device takes the
-// base model as a layout whose weights go from the files straight to the
-// device engine; full fine-tuning and CPU runs load the weights.
-func TestDeviceLoRABaseIsNeverOnTheHost(t *testing.T) {
+// TestDeviceWeightsAreNeverOnTheHost: a run on a device takes a model
+// folder as a layout whose weights go from the files straight to the
+// device engine, LoRA or not; CPU runs load the weights.
+func TestDeviceWeightsAreNeverOnTheHost(t *testing.T) {
 	hf := filepath.Join(t.TempDir(), "hf")
 	tinyPretrained(t, hf)
 	for _, tc := range []struct {
 		device string
 		rank   int
 		onHost bool
-	}{{"cuda", 4, false}, {"cuda", 0, true}, {"cpu", 4, true}} {
+	}{{"cuda", 4, false}, {"cuda", 0, false}, {"cpu", 4, true}, {"cpu", 0, true}} {
 		cfg := config.Default()
 		cfg.Model.Device, cfg.LoRA.Rank, cfg.Model.InitCkpt = tc.device, tc.rank, hf
 		ws := &workspace{cfg: cfg}
@@ -239,4 +239,53 @@ func TestDeviceLoRABaseIsNeverOnTheHost(t *testing.T) {
 			t.Errorf("device %s, lora.rank %d: weights on the host %v (source %v), want %v", tc.device, tc.rank, m.HasWeights(), ws.source != nil, tc.onHost)
 		}
 	}
+}
+
+// TestFullFineTuneStreamedCheckpoints: a run that trains every weight of a
+// model folder on the device writes its checkpoints (policy, moments,
+// reference) from the device a tensor at a time and resumes from them.
+func TestFullFineTuneStreamedCheckpoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("GRPO steps on the device engine's CPU kernels")
+	}
+	saved := openDevice
+	openDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
+	t.Cleanup(func() { openDevice = saved })
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out := t.TempDir()
+	hf := filepath.Join(out, "hf")
+	tinyPretrained(t, hf)
+	runDir := filepath.Join(out, "run")
+	args := []string{"run", "--headless", "run.out_dir=" + runDir, "model.init_ckpt=" + hf, "model.device=cuda",
+		"data.mini_tasks=20", "data.train_limit=1", "sample.max_new_tokens=64", "curriculum.phase=syntax", "curriculum.auto=false",
+		"grpo.group_size=4", "grpo.prompts_per_step=1", "grpo.dynamic_sampling=false", "run.save_every=2", "watchdog.barren_epochs=0"}
+	code, stdout, stderr := runCLI(t, append(args, "run.max_steps=2")...)
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	ckpt := filepath.Join(runDir, "checkpoints", "step-00000002")
+	for _, sub := range []string{"policy", "reference"} {
+		ck, err := model.Load(filepath.Join(ckpt, sub), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", sub, err)
+		}
+		if sub == "policy" && (ck.Optim == nil || len(momentsOf(ck.Optim)) != ck.Model.NumParams()) {
+			t.Errorf("policy/ has no optimiser state: the device's moments were not saved")
+		}
+		if ck.Dtype != model.BF16 {
+			t.Errorf("%s/ saved as %s, want bf16 like the model folder", sub, ck.Dtype)
+		}
+	}
+	code, stdout, stderr = runCLI(t, append(args, "run.max_steps=3")...)
+	if code != ExitOK {
+		t.Fatalf("resumed run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if lines := readMetrics(t, filepath.Join(runDir, "metrics.jsonl")); len(lines) != 3 || lines[2].Step != 3 {
+		t.Errorf("resumed run: %+v, want 3 GRPO steps ending at step 3", lines)
+	}
+}
+
+func momentsOf(o *model.AdamW) []float32 {
+	m, _ := o.State()
+	return m
 }

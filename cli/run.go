@@ -90,8 +90,10 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	// the weights, none in checkpoints.
 	var ref *policy.ModelReference
 	if cfg.GRPO.KLCoef > 0 {
-		refModel := pol.Base() // with LoRA the frozen base is the reference: no copy
-		if pol.LoRA() == nil {
+		// With LoRA the frozen base is the reference; a layout streamed to
+		// the device is read again for it there: neither copies on the host.
+		refModel := pol.Base()
+		if pol.LoRA() == nil && m.HasWeights() {
 			refModel = m.Clone()
 		}
 		ref = &policy.ModelReference{Model: refModel, Temp: cfg.Sample.Temperature}

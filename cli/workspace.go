@@ -276,8 +276,8 @@ func (ws *workspace) trainTokenizer(ctx context.Context, path string) error {
 // newModel builds the policy's network: from model.init_ckpt, or freshly
 // initialised with the tokenizer's vocabulary.
 func (ws *workspace) newModel() (*model.Model, error) {
-	if ws.streamsBase() {
-		return ws.openBase()
+	if ws.streamsWeights() {
+		return ws.openWeights()
 	}
 	if ws.cfg.Model.InitCkpt != "" {
 		return loadModel(ws.cfg.Model.InitCkpt, ws.tok)
@@ -321,7 +321,7 @@ func (ws *workspace) newPolicy(m *model.Model, lr float64, steps int) (*policy.M
 	}
 	n := m.NumParams()
 	if !m.HasWeights() {
-		n = 0 // a device LoRA run's base layout: only the adapters will train (withLoRA)
+		n = 0 // a layout streamed to the device: the moments live there (or only the adapters train)
 	}
 	p := policy.NewModel(m, model.NewAdamW(oc, n), sched, ws.tok, oc.GradClip, uint64(ws.cfg.Run.Seed))
 	p.Temp = ws.cfg.Sample.Temperature
@@ -363,7 +363,12 @@ func (ws *workspace) sft(ctx context.Context, pol *opened, dir string, start int
 	if l := pol.Host.LoRA(); l != nil {
 		return res, model.SaveAdapter(dir, model.Adapter{LoRA: l, BaseModel: pol.Host.BasePath(), Tokenizer: ws.tok, Files: pol.Host.Format.Files})
 	}
-	if err := model.Save(dir, model.Checkpoint{Model: pol.Host.Model, Tokenizer: ws.tok, Format: pol.Host.Format}); err != nil {
+	ck := model.Checkpoint{Model: pol.Host.Model, Tokenizer: ws.tok, Format: pol.Host.Format}
+	if pol.Dev != nil && !pol.Host.Model.HasWeights() { // streamed from the device a tensor at a time
+		e := pol.Dev.P.Engine
+		ck.ReadWeight = func(i int, dst []float32) error { return e.ReadParam(i, cuda.Weights, dst) }
+	}
+	if err := model.Save(dir, ck); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -494,6 +499,9 @@ func (ws *workspace) openPolicy(ctx context.Context, pol *policy.Model, ref *pol
 	}
 	o := &opened{Policy: dp, Store: dp, Host: pol, Dev: dp, Device: where, Close: closeDev,
 		Sync: func() error { return dp.P.Sync(pol.Model) }}
+	if !pol.Model.HasWeights() && pol.LoRA() == nil {
+		o.Sync = func() error { return nil } // streamed: checkpoints read the device (deviceCheckpoint)
+	}
 	if dp.Ref != nil {
 		o.Ref = dp.Ref
 	}

@@ -56,6 +56,12 @@ type Checkpoint struct {
 	// config.json) and the HFFiles it finds, so a checkpoint loaded and
 	// saved again keeps its format.
 	Format
+	// ReadWeight and ReadMoment read parameter i's values (model layout)
+	// when Model is a Layout: a device's weights and AdamW moments (which
+	// 1 or 2), streamed a tensor at a time so that the host never holds
+	// them whole; Optim then carries only the step and hyper-parameters.
+	ReadWeight func(i int, dst []float32) error
+	ReadMoment func(i, which int, dst []float32) error
 }
 
 // Format is how Save lays out the weights.
@@ -304,19 +310,40 @@ func Save(dir string, ck Checkpoint) error {
 	if maxShard <= 0 {
 		maxShard = DefaultMaxShard
 	}
+	streamed := !m.HasWeights()
+	if streamed && (ck.ReadWeight == nil || ck.Optim != nil && ck.ReadMoment == nil) {
+		return fmt.Errorf("save checkpoint %s: a model layout without ReadWeight (and ReadMoment for its optimiser)", dir)
+	}
+	var buf []float32
+	weights := func(i int) ([]float32, error) {
+		p := &m.Params[i]
+		if !streamed {
+			return p.W, nil
+		}
+		n := prod(p.Shape)
+		buf = slices.Grow(buf[:0], n)[:n]
+		if err := ck.ReadWeight(i, buf); err != nil {
+			return nil, fmt.Errorf("save checkpoint %s: tensor %s: %w", dir, p.Name, err)
+		}
+		return buf, nil
+	}
 	// Every value is checked before a file is written: a diverged model
 	// must not replace a good checkpoint. bf16 weights need the masters
 	// beside them unless rounding lost nothing (a model read from bf16).
 	exact := true
 	for i := range m.Params {
 		p := &m.Params[i]
-		if j := nonFinite(p.W); j >= 0 {
-			return fmt.Errorf("save checkpoint %s: tensor %s holds %v at index %d: the weights are not finite", dir, p.Name, p.W[j], j)
+		w, err := weights(i)
+		if err != nil {
+			return err
+		}
+		if j := nonFinite(w); j >= 0 {
+			return fmt.Errorf("save checkpoint %s: tensor %s holds %v at index %d: the weights are not finite", dir, p.Name, w[j], j)
 		}
 		if dtype != BF16 {
 			continue
 		}
-		for j, x := range p.W {
+		for j, x := range w {
 			b := bf16(x)
 			if b&0x7f80 == 0x7f80 {
 				return fmt.Errorf("save checkpoint %s: tensor %s holds %v at index %d, past bfloat16's range", dir, p.Name, x, j)
@@ -324,7 +351,7 @@ func Save(dir string, ck Checkpoint) error {
 			exact = exact && uint32(b)<<16 == math.Float32bits(x)
 		}
 	}
-	if o := ck.Optim; o != nil && len(o.m) != len(m.data) {
+	if o := ck.Optim; o != nil && !streamed && len(o.m) != len(m.data) {
 		return fmt.Errorf("save checkpoint %s: optimiser holds %d weights, model %d", dir, len(o.m), len(m.data))
 	}
 	for name := range ck.Extra {
@@ -356,7 +383,11 @@ func Save(dir string, ck Checkpoint) error {
 	}
 	ts := make([]stOut, len(m.Params))
 	for i := range m.Params {
-		ts[i] = hfOut(&m.Params[i])
+		if streamed {
+			ts[i] = streamedOut(m.Params[i], func() ([]float32, error) { return weights(i) })
+		} else {
+			ts[i] = hfOut(&m.Params[i])
+		}
 	}
 	err = writeDirAtomic(dir, func(tmp string) error {
 		if err := writeFile(tmp, "config.json", bytesOf(cfg)); err != nil {
@@ -374,7 +405,11 @@ func Save(dir string, ck Checkpoint) error {
 			}
 		}
 		if o := ck.Optim; o != nil {
-			if err := writeFile(tmp, "state/optimizer.safetensors", o.write); err != nil {
+			write := o.write
+			if streamed {
+				write = func(w io.Writer) error { return o.writeStreamed(w, m, ck.ReadMoment) }
+			}
+			if err := writeFile(tmp, "state/optimizer.safetensors", write); err != nil {
 				return err
 			}
 		}
@@ -704,10 +739,51 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 // write streams the optimiser's moments, step and hyper-parameters as
 // safetensors (a checkpoint's state/optimizer.safetensors).
 func (o *AdamW) write(w io.Writer) error {
-	meta := map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmtF(o.Beta1), "beta2": fmtF(o.Beta2),
-		"eps": fmtF(o.Eps), "weight_decay": fmtF(o.WeightDecay)}
 	moments := []stOut{namedTensor{"exp_avg", []int{len(o.m)}, o.m}.out(), namedTensor{"exp_avg_sq", []int{len(o.v)}, o.v}.out()}
-	return writeSafetensors(w, F32, moments, meta)
+	return writeSafetensors(w, F32, moments, o.meta())
+}
+
+func (o *AdamW) meta() map[string]string {
+	return map[string]string{"step": strconv.Itoa(o.Step), "beta1": fmtF(o.Beta1), "beta2": fmtF(o.Beta2),
+		"eps": fmtF(o.Eps), "weight_decay": fmtF(o.WeightDecay)}
+}
+
+// writeStreamed is write for moments read a parameter at a time (a
+// device's) over layout's parameters.
+func (o *AdamW) writeStreamed(w io.Writer, layout *Model, read func(i, which int, dst []float32) error) error {
+	var buf []float32
+	moment := func(which int) func(emit func([]float32) error) error {
+		return func(emit func([]float32) error) error {
+			for i := range layout.Params {
+				n := prod(layout.Params[i].Shape)
+				buf = slices.Grow(buf[:0], n)[:n]
+				if err := read(i, which, buf); err != nil {
+					return fmt.Errorf("optimizer %s: %w", layout.Params[i].Name, err)
+				}
+				if err := emit(buf); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	n := []int{layout.NumParams()}
+	return writeSafetensors(w, F32, []stOut{{"exp_avg", n, moment(1)}, {"exp_avg_sq", n, moment(2)}}, o.meta())
+}
+
+// streamedOut is hfOut of p with its values read by get when written.
+func streamedOut(p Param, get func() ([]float32, error)) stOut {
+	out := hfOut(&p)
+	inner := out.each
+	out.each = func(emit func([]float32) error) error {
+		w, err := get()
+		if err != nil {
+			return err
+		}
+		p.W = w
+		return inner(emit)
+	}
+	return out
 }
 
 // readOptim reads what AdamW.write wrote for n weights; nil when the file
@@ -721,7 +797,94 @@ func readOptim(path string, n int) (*AdamW, error) {
 		return nil, err
 	}
 	name := filepath.Base(path)
+	o, err := optimFromMeta(name, meta)
+	if err != nil {
+		return nil, err
+	}
+	o.m, o.v = ots["exp_avg"].data, ots["exp_avg_sq"].data
+	if nonFinite(o.m) >= 0 || nonFinite(o.v) >= 0 {
+		return nil, fmt.Errorf("%s: the AdamW moments are not finite", name)
+	}
+	if len(o.m) != n || len(o.v) != n {
+		return nil, fmt.Errorf("%s: optimizer state has %d/%d values for %d weights", name, len(o.m), len(o.v), n)
+	}
+	return o, nil
+}
+
+// LoadStreamed reads the checkpoint in dir for architecture want (refused
+// with the first differing field) a tensor at a time into write (parameter
+// i of layout, which 0 for weights, 1 and 2 for the AdamW moments): a
+// device resuming from it never has it whole on the host. It returns the
+// optimiser's step and hyper-parameters (nil when the checkpoint has none:
+// its moments are then not written) and the extra files.
+func LoadStreamed(dir string, want Config, layout *Model, write func(i, which int, src []float32) error) (*AdamW, map[string][]byte, error) {
+	w, err := OpenWeights(dir, &want)
+	if err != nil {
+		return nil, nil, err
+	}
+	i := 0
+	if err := w.Each(layout, func(p *Param, data []float32) error {
+		err := write(i, 0, data)
+		i++
+		return err
+	}); err != nil {
+		return nil, nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	extra, err := readExtra(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "state", "optimizer.safetensors")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		path = filepath.Join(dir, "optimizer.safetensors")
+	}
+	ts, meta, err := indexSafetensors(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, extra, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	o, err := optimFromMeta(filepath.Base(path), meta)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	defer f.Close()
+	var buf []float32
+	var scratch []byte
+	for which, name := range []string{"exp_avg", "exp_avg_sq"} {
+		t, ok := ts[name]
+		if !ok || prod(t.shape) != layout.NumParams() {
+			return nil, nil, fmt.Errorf("load checkpoint %s: %s: %s missing or not of %d values", dir, filepath.Base(path), name, layout.NumParams())
+		}
+		off := 0
+		for i := range layout.Params {
+			n := prod(layout.Params[i].Shape)
+			buf = slices.Grow(buf[:0], n)[:n]
+			if err := t.readFrom(f, buf, off, &scratch); err != nil {
+				return nil, nil, fmt.Errorf("load checkpoint %s: %s: %w", dir, name, err)
+			}
+			if nonFinite(buf) >= 0 {
+				return nil, nil, fmt.Errorf("load checkpoint %s: %s: the AdamW moments are not finite", dir, filepath.Base(path))
+			}
+			if err := write(i, which+1, buf); err != nil {
+				return nil, nil, err
+			}
+			off += n
+		}
+	}
+	return o, extra, nil
+}
+
+// optimFromMeta is an optimiser's step and hyper-parameters from its
+// file's metadata (name for errors).
+func optimFromMeta(name string, meta map[string]string) (*AdamW, error) {
 	o := &AdamW{}
+	var err error
 	if o.Step, err = strconv.Atoi(meta["step"]); err != nil {
 		return nil, fmt.Errorf("%s: step %q: %w", name, meta["step"], err)
 	}
@@ -732,13 +895,6 @@ func readOptim(path string, n int) (*AdamW, error) {
 		if *f.dst, err = strconv.ParseFloat(meta[f.key], 64); err != nil {
 			return nil, fmt.Errorf("%s: %s %q: %w", name, f.key, meta[f.key], err)
 		}
-	}
-	o.m, o.v = ots["exp_avg"].data, ots["exp_avg_sq"].data
-	if nonFinite(o.m) >= 0 || nonFinite(o.v) >= 0 {
-		return nil, fmt.Errorf("%s: the AdamW moments are not finite", name)
-	}
-	if len(o.m) != n || len(o.v) != n {
-		return nil, fmt.Errorf("%s: optimizer state has %d/%d values for %d weights", name, len(o.m), len(o.v), n)
 	}
 	return o, nil
 }

@@ -184,10 +184,14 @@ func (t stTensor) read(dst []float32, scratch *[]byte) error {
 		return err
 	}
 	defer f.Close()
-	return t.readFrom(f, dst, scratch)
+	return t.readFrom(f, dst, 0, scratch)
 }
 
-func (t stTensor) readFrom(f io.ReaderAt, dst []float32, scratch *[]byte) error {
+// readFrom fills dst with the values from element from on.
+func (t stTensor) readFrom(f io.ReaderAt, dst []float32, from int, scratch *[]byte) error {
+	if from < 0 || from+len(dst) > prod(t.shape) {
+		return fmt.Errorf("values [%d, %d) of a %d-value tensor", from, from+len(dst), prod(t.shape))
+	}
 	size := map[string]int{"F32": 4, "F16": 2, "BF16": 2, "F64": 8}[t.dtype]
 	const piece = 1 << 16 // values converted at a time: no second copy of a large tensor
 	if scratch == nil {
@@ -198,7 +202,7 @@ func (t stTensor) readFrom(f io.ReaderAt, dst []float32, scratch *[]byte) error 
 	for lo := 0; lo < len(dst); lo += piece {
 		d := dst[lo:min(lo+piece, len(dst))]
 		chunk := b[:len(d)*size]
-		if _, err := f.ReadAt(chunk, t.at+int64(lo*size)); err != nil {
+		if _, err := f.ReadAt(chunk, t.at+int64((from+lo)*size)); err != nil {
 			return err
 		}
 		for i := range d {
@@ -291,7 +295,7 @@ func readSafetensors(path string) (map[string]stTensor, map[string]string, error
 	for _, name := range names {
 		t := ts[name]
 		d := make([]float32, prod(t.shape))
-		if err := t.readFrom(f, d, nil); err != nil {
+		if err := t.readFrom(f, d, 0, nil); err != nil {
 			return nil, nil, fmt.Errorf("read safetensors %s: tensor %s: %w", path, name, err)
 		}
 		t.data = d

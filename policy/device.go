@@ -71,8 +71,13 @@ func (d *Device) Step() (gradNorm, lr float64) { return d.P.Step() }
 func (d *Device) Version() int { return d.P.Version() }
 
 // Save implements Store: the device's weights and moments are copied to the
-// host first, then written as Model writes them.
+// host first, then written as Model writes them; with a Host that is a
+// model.Layout (a model read from its files straight onto the device) they
+// are streamed from the device a tensor at a time instead.
 func (d *Device) Save(ctx context.Context, dir string) error {
+	if !d.Host.HasWeights() && d.P.LoRA == nil {
+		return d.saveStreamed(dir)
+	}
 	if err := d.P.Sync(d.Host); err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
@@ -91,13 +96,74 @@ func (d *Device) Save(ctx context.Context, dir string) error {
 			return fmt.Errorf("save reference: %w", err)
 		}
 	}
-	return saveCheckpoint(dir, model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer, Format: d.Format}, rng, ref)
+	var refCk *model.Checkpoint
+	if ref != nil {
+		refCk = &model.Checkpoint{Model: ref}
+	}
+	return saveCheckpoint(dir, model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer, Format: d.Format}, rng, refCk)
+}
+
+// saveStreamed is Save for a Host without weights: the device's weights,
+// moments and reference go to the files a tensor at a time.
+func (d *Device) saveStreamed(dir string) error {
+	rng, err := d.P.RNGState()
+	if err != nil {
+		return fmt.Errorf("save policy: %w", err)
+	}
+	e := d.P.Engine
+	ck := model.Checkpoint{Model: d.Host, Optim: d.P.Optim, Tokenizer: d.Tokenizer, Format: d.Format,
+		ReadWeight: func(i int, dst []float32) error { return e.ReadParam(i, cuda.Weights, dst) },
+		ReadMoment: func(i, which int, dst []float32) error { return e.ReadParam(i, cuda.Slot(which), dst) }}
+	var ref *model.Checkpoint
+	if d.Ref != nil {
+		re := d.Ref.R.Engine
+		ref = &model.Checkpoint{Model: d.Host, ReadWeight: func(i int, dst []float32) error { return re.ReadParam(i, cuda.Weights, dst) }}
+	}
+	return saveCheckpoint(dir, ck, rng, ref)
+}
+
+// loadStreamed is Load for a Host without weights: the checkpoint goes
+// onto the device a tensor at a time. A checkpoint that fails part-way
+// leaves the device part-loaded: the run stops with the error.
+func (d *Device) loadStreamed(dir string) error {
+	e := d.P.Engine
+	o, extra, err := model.LoadStreamed(filepath.Join(dir, "policy"), d.Host.Cfg, d.Host, func(i, which int, src []float32) error {
+		return e.WriteParam(i, cuda.Slot(which), src)
+	})
+	if err != nil {
+		return err
+	}
+	rng, ok := extra["sampler_rng"]
+	if !ok {
+		return fmt.Errorf("load policy: %s has no sampler_rng", filepath.Join(dir, "policy"))
+	}
+	if o != nil {
+		d.P.Optim = o // its moments are on the device now
+	}
+	if err := d.P.SetRNGState(rng); err != nil {
+		return fmt.Errorf("load policy: sampler rng: %w", err)
+	}
+	if d.Ref != nil {
+		if err := checkReference(dir); err != nil {
+			return err
+		}
+		re := d.Ref.R.Engine
+		if _, _, err := model.LoadStreamed(filepath.Join(dir, "reference"), d.Host.Cfg, d.Host, func(i, which int, src []float32) error {
+			return re.WriteParam(i, cuda.Slot(which), src)
+		}); err != nil {
+			return err
+		}
+	}
+	return d.P.Republish()
 }
 
 // Load implements train.Store.
 func (d *Device) Load(ctx context.Context, dir string) error {
 	if d.P.LoRA != nil {
 		return d.loadLoRA(dir)
+	}
+	if !d.Host.HasWeights() {
+		return d.loadStreamed(dir)
 	}
 	ck, ref, rng, err := loadCheckpoint(dir, d.Host.Cfg, d.Ref != nil)
 	if err != nil {

@@ -184,9 +184,9 @@ func (p *Model) Save(ctx context.Context, dir string) error {
 	if p.lora != nil {
 		return p.saveLoRA(dir, rng)
 	}
-	var ref *model.Model
+	var ref *model.Checkpoint
 	if p.Ref != nil {
-		ref = p.Ref.Model
+		ref = &model.Checkpoint{Model: p.Ref.Model}
 	}
 	return saveCheckpoint(dir, model.Checkpoint{Model: p.Model, Optim: p.Optim, Tokenizer: p.Tokenizer, Format: p.Format}, rng, ref)
 }
@@ -223,13 +223,15 @@ func (p *Model) Load(ctx context.Context, dir string) error {
 // saveCheckpoint writes a policy's part of a checkpoint in dir, as both
 // policies do: policy/ (ck, with the sampler's random source) and, when ref
 // is set, reference/, both in ck's Format.
-func saveCheckpoint(dir string, ck model.Checkpoint, rng []byte, ref *model.Model) error {
+func saveCheckpoint(dir string, ck model.Checkpoint, rng []byte, ref *model.Checkpoint) error {
 	ck.Extra = map[string][]byte{"sampler_rng": rng}
 	if err := model.Save(filepath.Join(dir, "policy"), ck); err != nil {
 		return err
 	}
 	if ref != nil {
-		return model.Save(filepath.Join(dir, "reference"), model.Checkpoint{Model: ref, Format: ck.Format})
+		r := *ref
+		r.Format = ck.Format
+		return model.Save(filepath.Join(dir, "reference"), r)
 	}
 	return nil
 }
@@ -260,11 +262,18 @@ func loadCheckpoint(dir string, cfg model.Config, withRef bool) (ck, ref *model.
 // (grpo.kl_coef = 0) saves none, so the checkpoint cannot give a run with
 // one its reference: that is said, not reported as a missing file.
 func loadReference(dir string, cfg *model.Config) (*model.Checkpoint, error) {
-	path := filepath.Join(dir, "reference")
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("load reference: %s has no reference/ (saved with grpo.kl_coef = 0): resume with grpo.kl_coef=0, or set run.resume=never", dir)
+	if err := checkReference(dir); err != nil {
+		return nil, err
 	}
-	return model.Load(path, cfg)
+	return model.Load(filepath.Join(dir, "reference"), cfg)
+}
+
+// checkReference says why a checkpoint has no reference/ when it has none.
+func checkReference(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "reference")); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("load reference: %s has no reference/ (saved with grpo.kl_coef = 0): resume with grpo.kl_coef=0, or set run.resume=never", dir)
+	}
+	return nil
 }
 
 // ModelReference is the frozen reference policy.

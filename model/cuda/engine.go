@@ -457,3 +457,63 @@ func (e *Engine) PlanBytes(B, T int, train bool) (int, error) {
 	})
 	return n, err
 }
+
+// Slot names one of a parameter's arenas.
+type Slot int
+
+// The arenas a parameter has: master weights, AdamW's first and second
+// moments.
+const (
+	Weights Slot = iota
+	Moment1
+	Moment2
+)
+
+func (e *Engine) slot(s Slot) (Tensor, error) {
+	t := map[Slot]Tensor{Weights: e.w, Moment1: e.m, Moment2: e.v}[s]
+	if t.N == 0 {
+		return Tensor{}, fmt.Errorf("cuda engine: no arena %d (built without training state?)", s)
+	}
+	return t, nil
+}
+
+// ReadParam copies parameter i's values (model layout, in model.Model's
+// parameter order) from arena s into dst: checkpoints stream a device's
+// weights and moments a tensor at a time instead of a host copy.
+func (e *Engine) ReadParam(i int, s Slot, dst []float32) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.decays[i]
+	if len(dst) != p.n {
+		return fmt.Errorf("cuda engine: read %s: %d values for %d", p.name, len(dst), p.n)
+	}
+	t, err := e.slot(s)
+	if err != nil {
+		return err
+	}
+	return e.dev.Do(func() error { return e.dev.Download(dst, t.View(p.off, p.n)) })
+}
+
+// WriteParam copies src into parameter i's arena s (the compute copy
+// follows the weights): a resume streams a checkpoint onto the device.
+func (e *Engine) WriteParam(i int, s Slot, src []float32) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.decays[i]
+	if len(src) != p.n {
+		return fmt.Errorf("cuda engine: write %s: %d values for %d", p.name, len(src), p.n)
+	}
+	t, err := e.slot(s)
+	if err != nil {
+		return err
+	}
+	return e.dev.Do(func() error {
+		if err := e.dev.Upload(t.View(p.off, p.n), src); err != nil {
+			return err
+		}
+		if s == Weights && e.act != F32 {
+			e.dev.Cast(e.wc.View(p.off, p.n), e.w.View(p.off, p.n), p.n)
+		}
+		return nil
+	})
+}

@@ -227,6 +227,15 @@ func (p *Policy) LoadLoRA(opt *model.AdamW) error {
 	return nil
 }
 
+// Republish refreshes the sampling snapshot, once snapshots have started,
+// after the weights were written in place (a streamed resume).
+func (p *Policy) Republish() error {
+	if p.snapshotsStarted() {
+		return p.publishSnapshot()
+	}
+	return nil
+}
+
 // Close frees the policy's and its snapshots' device memory.
 func (p *Policy) Close() error {
 	for _, e := range p.snaps.Drain() {
