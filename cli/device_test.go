@@ -117,3 +117,47 @@ func TestRunWarmStartOnTheDevicePath(t *testing.T) {
 		t.Errorf("GRPO steps after the warm start: %+v, want 2 starting at version 0", grpo)
 	}
 }
+
+// smallDevice is the CPU kernels on a device that says it has little free
+// memory.
+type smallDevice struct {
+	cuda.Device
+	free uint64
+}
+
+func (d smallDevice) Info() cuda.Info {
+	i := d.Device.Info()
+	i.FreeBytes = d.free
+	return i
+}
+
+// TestMemoryPlanRefusesARunThatCannotFit: on a device with less free
+// memory than the plan, sft stops before allocating, with the plan and
+// the settings that would fit.
+func TestMemoryPlanRefusesARunThatCannotFit(t *testing.T) {
+	saved := openDevice
+	t.Cleanup(func() { openDevice = saved })
+	out := t.TempDir()
+	hf := filepath.Join(out, "hf")
+	tinyPretrained(t, hf)
+	common := []string{"model.device=cuda", "model.init_ckpt=" + hf, "run.out_dir=" + out, "data.mini_tasks=20",
+		"data.train_limit=1", "sample.max_new_tokens=400", "sft.steps=1"}
+	// Full fine-tuning needs about 100 MiB here (mostly activations of a
+	// 16,384-token micro-batch); with 60 MiB free, smaller micro-batches fit.
+	openDevice = func(context.Context, config.Config) (cuda.Device, error) {
+		return smallDevice{cuda.NewCPU(), 60 << 20}, nil
+	}
+	code, stdout, stderr := runCLI(t, append([]string{"sft"}, common...)...)
+	if code != ExitFailure {
+		t.Fatalf("sft on a small device: exit %d, want %d\n%s\n%s", code, ExitFailure, stdout, stderr)
+	}
+	for _, want := range []string{"memory plan: the run needs", "which has 60.0 MiB free", "activations (one micro-batch of 16384 tokens)",
+		"it would fit with", "model.micro_tokens="} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("refusal lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "sft", "config.json")); err == nil {
+		t.Error("a refused warm start wrote a checkpoint")
+	}
+}
