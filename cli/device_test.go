@@ -20,9 +20,7 @@ import (
 // same orchestration a GPU runs): the loss falls, the checkpoint written
 // from the device's weights loads, and eval scores its replies.
 func TestSFTThenEvalOnTheDevicePath(t *testing.T) {
-	saved := openDevice
-	openDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
-	t.Cleanup(func() { openDevice = saved })
+	useCPUKernels(t)
 	out := t.TempDir()
 	common := []string{"run.out_dir=" + out, "model.device=cuda", "data.mini_tasks=20", "data.train_limit=1", "model.layers=1",
 		"model.d_model=32", "model.heads=2", "model.kv_heads=1", "model.d_ff=64", "model.vocab_size=400", "sample.max_new_tokens=160"}
@@ -65,9 +63,7 @@ func TestRunWarmStartOnTheDevicePath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a warm start and GRPO steps on the device engine's CPU kernels")
 	}
-	saved := openDevice
-	openDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
-	t.Cleanup(func() { openDevice = saved })
+	useCPUKernels(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, "run", "--headless", "run.out_dir="+out, "model.device=cuda", "data.mini_tasks=20", "data.train_limit=1",
@@ -160,4 +156,12 @@ func TestMemoryPlanRefusesARunThatCannotFit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "sft", "config.json")); err == nil {
 		t.Error("a refused warm start wrote a checkpoint")
 	}
+}
+
+// useCPUKernels makes model.device's engine run on its CPU kernels for
+// the test: the device path without a GPU.
+func useCPUKernels(t *testing.T) {
+	saved := openDevice
+	openDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
+	t.Cleanup(func() { openDevice = saved })
 }

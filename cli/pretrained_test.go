@@ -68,9 +68,7 @@ func TestPretrainedFolderOnTheDevicePath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the pretrained workflow: sft, run, merge and eval, about a minute")
 	}
-	saved := openDevice
-	openDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
-	t.Cleanup(func() { openDevice = saved })
+	useCPUKernels(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	out := t.TempDir()
 	hf := filepath.Join(out, "hf")
@@ -248,9 +246,7 @@ func TestFullFineTuneStreamedCheckpoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("GRPO steps on the device engine's CPU kernels")
 	}
-	saved := openDevice
-	openDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
-	t.Cleanup(func() { openDevice = saved })
+	useCPUKernels(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	out := t.TempDir()
 	hf := filepath.Join(out, "hf")

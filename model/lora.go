@@ -200,17 +200,4 @@ func (l *LoRA) AdapterGrads(merged *Model) error {
 
 // ClipGradNorm scales the adapters' gradients to a global L2 norm of at
 // most maxNorm (<= 0: no clipping) and returns the norm before.
-func (l *LoRA) ClipGradNorm(maxNorm float64) float64 {
-	var ss float64
-	for _, g := range l.grad {
-		ss += float64(g) * float64(g)
-	}
-	norm := math.Sqrt(ss)
-	if maxNorm > 0 && norm > maxNorm {
-		s := float32(maxNorm / (norm + 1e-6))
-		for i := range l.grad {
-			l.grad[i] *= s
-		}
-	}
-	return norm
-}
+func (l *LoRA) ClipGradNorm(maxNorm float64) float64 { return clipGradNorm(l.grad, maxNorm) }

@@ -69,16 +69,20 @@ func (o *AdamW) UpdateParams(params []Param, n int, lr float64) error {
 
 // ClipGradNorm scales the gradients so that their global L2 norm is at most
 // maxNorm (no-op when maxNorm <= 0) and returns the norm before clipping.
-func (md *Model) ClipGradNorm(maxNorm float64) float64 {
+func (md *Model) ClipGradNorm(maxNorm float64) float64 { return clipGradNorm(md.grad, maxNorm) }
+
+// clipGradNorm scales grad to a global L2 norm of at most maxNorm (<= 0:
+// no clipping) and returns the norm before.
+func clipGradNorm(grad []float32, maxNorm float64) float64 {
 	var ss float64
-	for _, g := range md.grad {
+	for _, g := range grad {
 		ss += float64(g) * float64(g)
 	}
 	norm := math.Sqrt(ss)
 	if maxNorm > 0 && norm > maxNorm {
 		s := float32(maxNorm / (norm + 1e-6))
-		for i := range md.grad {
-			md.grad[i] *= s
+		for i := range grad {
+			grad[i] *= s
 		}
 	}
 	return norm

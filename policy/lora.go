@@ -132,11 +132,8 @@ func (p *Model) loadLoRA(ctx context.Context, dir string) error {
 	if err := p.lora.l.Merge(p.Model, p.lora.base); err != nil {
 		return err
 	}
-	p.rngMu.Lock()
-	err = p.pcg.UnmarshalBinary(rng)
-	p.rngMu.Unlock()
-	if err != nil {
-		return fmt.Errorf("load policy: sampler rng: %w", err)
+	if err := p.restoreRNG(rng); err != nil {
+		return err
 	}
 	p.refreshSnapshot()
 	return nil

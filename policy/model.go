@@ -207,11 +207,8 @@ func (p *Model) Load(ctx context.Context, dir string) error {
 	if ck.Optim != nil {
 		p.Optim = ck.Optim
 	}
-	p.rngMu.Lock()
-	err = p.pcg.UnmarshalBinary(rng)
-	p.rngMu.Unlock()
-	if err != nil {
-		return fmt.Errorf("load policy: sampler rng: %w", err)
+	if err := p.restoreRNG(rng); err != nil {
+		return err
 	}
 	p.refreshSnapshot()
 	if ref != nil {
@@ -318,3 +315,13 @@ func (p *Model) StopTokens() []int { return append([]int(nil), p.stop...) }
 // SetStopTokens makes sampling stop at ids (train.ChatFormat.StopTokens);
 // call it before sampling.
 func (p *Model) SetStopTokens(ids []int) { p.stop = append([]int(nil), ids...) }
+
+// restoreRNG puts back the sampler's random source a checkpoint saved.
+func (p *Model) restoreRNG(rng []byte) error {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	if err := p.pcg.UnmarshalBinary(rng); err != nil {
+		return fmt.Errorf("load policy: sampler rng: %w", err)
+	}
+	return nil
+}

@@ -469,12 +469,17 @@ const (
 	Moment2
 )
 
-func (e *Engine) slot(s Slot) (Tensor, error) {
+// paramIn is parameter i's view of arena s, for n values.
+func (e *Engine) paramIn(i int, s Slot, n int) (pref, Tensor, error) {
+	p := e.decays[i]
+	if n != p.n {
+		return p, Tensor{}, fmt.Errorf("cuda engine: %s: %d values for %d", p.name, n, p.n)
+	}
 	t := map[Slot]Tensor{Weights: e.w, Moment1: e.m, Moment2: e.v}[s]
 	if t.N == 0 {
-		return Tensor{}, fmt.Errorf("cuda engine: no arena %d (built without training state?)", s)
+		return p, Tensor{}, fmt.Errorf("cuda engine: %s: no arena %d (built without training state?)", p.name, s)
 	}
-	return t, nil
+	return p, t.View(p.off, p.n), nil
 }
 
 // ReadParam copies parameter i's values (model layout, in model.Model's
@@ -483,15 +488,11 @@ func (e *Engine) slot(s Slot) (Tensor, error) {
 func (e *Engine) ReadParam(i int, s Slot, dst []float32) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := e.decays[i]
-	if len(dst) != p.n {
-		return fmt.Errorf("cuda engine: read %s: %d values for %d", p.name, len(dst), p.n)
-	}
-	t, err := e.slot(s)
+	_, t, err := e.paramIn(i, s, len(dst))
 	if err != nil {
 		return err
 	}
-	return e.dev.Do(func() error { return e.dev.Download(dst, t.View(p.off, p.n)) })
+	return e.dev.Do(func() error { return e.dev.Download(dst, t) })
 }
 
 // WriteParam copies src into parameter i's arena s (the compute copy
@@ -499,16 +500,12 @@ func (e *Engine) ReadParam(i int, s Slot, dst []float32) error {
 func (e *Engine) WriteParam(i int, s Slot, src []float32) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := e.decays[i]
-	if len(src) != p.n {
-		return fmt.Errorf("cuda engine: write %s: %d values for %d", p.name, len(src), p.n)
-	}
-	t, err := e.slot(s)
+	p, t, err := e.paramIn(i, s, len(src))
 	if err != nil {
 		return err
 	}
 	return e.dev.Do(func() error {
-		if err := e.dev.Upload(t.View(p.off, p.n), src); err != nil {
+		if err := e.dev.Upload(t, src); err != nil {
 			return err
 		}
 		if s == Weights && e.act != F32 {

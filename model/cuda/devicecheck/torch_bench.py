@@ -69,6 +69,19 @@ def sync():
     torch.cuda.synchronize()
 
 
+def timed(step, steps):
+    """One warm-up call of step, then the mean seconds of steps calls and
+    the peak device memory over them."""
+    step()
+    sync()
+    torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t) / steps, torch.cuda.max_memory_allocated()
+
+
 def train_bench(cfg, G, P, C, steps=3):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32).cuda().train()
@@ -90,15 +103,7 @@ def train_bench(cfg, G, P, C, steps=3):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step()  # warm-up
-    sync()
-    torch.cuda.reset_peak_memory_stats()
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    dt = (time.perf_counter() - t) / steps
-    mem = torch.cuda.max_memory_allocated()
+    dt, mem = timed(step, steps)
     params = sum(p.numel() for p in model.parameters())
     del model, opt
     torch.cuda.empty_cache()
@@ -152,15 +157,7 @@ def warm_start_bench(cfg, G, P, C, steps=3):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step()
-    sync()
-    torch.cuda.reset_peak_memory_stats()
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    dt = (time.perf_counter() - t) / steps
-    mem = torch.cuda.max_memory_allocated()
+    dt, mem = timed(step, steps)
     del model, opt
     torch.cuda.empty_cache()
     return {"warm_start_step_s": dt, "warm_start_tokens_per_s": 4 * (P + C) / dt, "warm_start_peak_bytes": mem}
@@ -196,15 +193,7 @@ def lora_grpo_bench(cfg, G, P, C, r=16, alpha=32, steps=2):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step()
-    sync()
-    torch.cuda.reset_peak_memory_stats()
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    dt = (time.perf_counter() - t) / steps
-    mem = torch.cuda.max_memory_allocated()
+    dt, mem = timed(step, steps)
     n = sum(p.numel() for p in params)
     del model, opt, layers, params
     torch.cuda.empty_cache()
