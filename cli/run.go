@@ -99,8 +99,8 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		ref = &policy.ModelReference{Model: refModel, Temp: cfg.Sample.Temperature}
 		pol.Ref, deps.Reference = ref, ref
 	}
-	// On a GPU the policy and reference live on the device; the warm start
-	// trains the host copy, which is uploaded when it ends.
+	// On a GPU the policy and reference live on the device, and the warm
+	// start trains there too (sftStage.dev).
 	on, err := ws.openPolicy(ctx, pol, ref)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
