@@ -51,6 +51,10 @@ func TestSFTThenEvalOnTheDevicePath(t *testing.T) {
 	if !strings.Contains(stderr, "eval: sampling on the device engine on its CPU kernels") || !strings.Contains(stdout, "syntax-valid") {
 		t.Errorf("eval on the device:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
+	// Eval only samples: its plan (and engine) holds no training state.
+	if strings.Contains(stderr, "AdamW moments") || !strings.Contains(stderr, "activations (a prompt's prefill") {
+		t.Errorf("eval's memory plan counts training state:\n%s", stderr)
+	}
 	if b, err := os.ReadFile(preds); err != nil || !strings.Contains(string(b), "mini__") {
 		t.Errorf("predictions: %v\n%s", err, b)
 	}

@@ -73,15 +73,19 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 // score` scores them.
 func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	cfg := o.Config
-	cfg.Model.Tokenizer = filepath.Join(o.Ckpt, "tokenizer.json")
-	if _, err := os.Stat(filepath.Join(o.Ckpt, "policy", "tokenizer.json")); err == nil {
-		cfg.Model.Tokenizer = filepath.Join(o.Ckpt, "policy", "tokenizer.json")
+	// The checkpoint is the model as model.init_ckpt would be: its own
+	// tokenizer and chat template, read straight onto a device, adapters
+	// folded into their base.
+	cfg.Model.InitCkpt, cfg.Model.Tokenizer = o.Ckpt, ""
+	if _, ok := hfFolder(o.Ckpt); !ok {
+		return fmt.Errorf("eval: %s holds no tokenizer.json (nor its policy/): not a checkpoint swetui or Hugging Face wrote", o.Ckpt)
 	}
 	ws, err := openWorkspace(ctx, cfg, o.Split)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	m, err := loadModel(o.Ckpt, ws.tok)
+	ws.sampleOnly = o.Samples
+	m, err := ws.newModel()
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
@@ -94,7 +98,7 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 		return fmt.Errorf("eval: %w", err)
 	}
 	defer pol.Close()
-	fmt.Fprintf(env.Stderr, "eval: sampling on %s\n", pol.Device)
+	fmt.Fprintf(env.Stderr, "eval: sampling on %s; prompts in %s\n", pol.Device, ws.chat.Name())
 	if pol.Dev != nil {
 		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.plan)
 	}

@@ -225,6 +225,11 @@ func TestPretrainedFolderOnTheDevicePath(t *testing.T) {
 	if !strings.Contains(stderr, "eval: sampling on the device engine on its CPU kernels") || !strings.Contains(stdout, "syntax-valid") {
 		t.Errorf("eval of the merged model:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
+	// The merged checkpoint carries its base's chat template, and eval
+	// prompts in it (not in swetui's ChatML).
+	if !strings.Contains(stderr, "prompts in the chat_template of "+merged) {
+		t.Errorf("eval does not prompt in the model's own template:\n%s", stderr)
+	}
 }
 
 // TestDeviceWeightsAreNeverOnTheHost: a run on a device takes a model

@@ -38,6 +38,9 @@ type workspace struct {
 	// plan is the device memory plan of the policy last opened on a
 	// device (devicePolicy), for the logs.
 	plan cuda.MemoryPlan
+	// sampleOnly > 0 opens the policy to sample that many completions a
+	// task and nothing else (eval): on a device, no gradients or moments.
+	sampleOnly int
 	// source is where a device LoRA run's frozen base is read from, one
 	// tensor at a time, straight onto the device (streamsBase).
 	source     *model.Weights
@@ -189,15 +192,13 @@ func (ws *workspace) loadTokenizer(ctx context.Context) error {
 
 // hfFolder is the model folder of model.init_ckpt (a run checkpoint's
 // policy/, as loadModel reads it) when it holds a tokenizer.json: a Hugging
-// Face model, or a checkpoint swetui wrote.
+// Face model, a checkpoint swetui wrote, or an adapter folder (which
+// carries its base's tokenizer and chat template).
 func hfFolder(initCkpt string) (string, bool) {
 	if initCkpt == "" {
 		return "", false
 	}
-	dir := initCkpt
-	if _, err := os.Stat(filepath.Join(dir, "policy", "config.json")); err == nil {
-		dir = filepath.Join(dir, "policy")
-	}
+	dir := modelDir(initCkpt)
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		return "", false
 	}
@@ -523,12 +524,21 @@ func (ws *workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *p
 	lora := pol.LoRA()
 	// The plan is counted, and a run that cannot fit refused, before
 	// anything is allocated.
-	if ws.plan, err = cuda.Check(ws.workload(pol.Model.Cfg, prec, lora, ref != nil), int64(dev.Info().FreeBytes), dev.Info().String()); err != nil {
+	w := ws.workload(pol.Model.Cfg, prec, lora, ref != nil)
+	if ws.sampleOnly > 0 {
+		w.Inference, w.Completions = true, ws.sampleOnly
+	}
+	if ws.plan, err = cuda.Check(w, int64(dev.Info().FreeBytes), dev.Info().String()); err != nil {
 		dev.Close()
 		return nil, nil, err
 	}
 	o := cuda.Options{Act: prec, LoRA: lora, MicroTokens: ws.cfg.Model.MicroTokens, Source: ws.source}
-	p, err := cuda.NewPolicy(dev, pol.Base(), o, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
+	var p *cuda.Policy
+	if ws.sampleOnly > 0 {
+		p, err = cuda.NewSampler(dev, pol.Base(), o, pol.Temp, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
+	} else {
+		p, err = cuda.NewPolicy(dev, pol.Base(), o, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(), uint64(ws.cfg.Run.Seed))
+	}
 	if err != nil {
 		dev.Close()
 		return nil, nil, err

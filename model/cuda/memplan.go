@@ -34,6 +34,9 @@ type Workload struct {
 	Completions int
 	MicroTokens int
 	HeadRows    int // 0: the engine's default
+	// Inference samples only (eval): no gradients, moments, adapters,
+	// reference or snapshots.
+	Inference bool
 }
 
 // MemItem is one line of the plan.
@@ -109,6 +112,14 @@ func Plan(w Workload) MemoryPlan {
 	}
 	p.add(what, copyBytes+rope)
 	maxRows := max(w.MicroTokens, c.Context, w.Completions)
+	hr := headRowsOf(w)
+	_, dec := layoutDecode(c, w.Act, max(1, w.Completions), c.Context)
+	if w.Inference {
+		_, prefill := layoutPlan(c, w.Act, hr, 1, c.Context, false) // sampling only prefills one prompt
+		p.add(fmt.Sprintf("activations (a prompt's prefill, up to %d tokens)", c.Context), prefill.bytes())
+		p.add(fmt.Sprintf("KV cache (%d completions × %d positions)", w.Completions, c.Context), dec.bytes())
+		return p
+	}
 	var adapters int
 	if w.LoRA != nil {
 		n := LoRAParamCount(c, *w.LoRA)
@@ -123,9 +134,7 @@ func Plan(w Workload) MemoryPlan {
 		p.add("gradients (fp32)", 4*np)
 		p.add("AdamW moments (fp32)", 8*np)
 	}
-	hr := headRowsOf(w)
 	p.add(fmt.Sprintf("activations (one micro-batch of %d tokens)", w.MicroTokens), maxPlanBytes(c, w.Act, hr, w.MicroTokens, true))
-	_, dec := layoutDecode(c, w.Act, max(1, w.Completions), c.Context)
 	if w.Snapshots == 0 { // else the snapshots sample, each with its cache
 		p.add(fmt.Sprintf("KV cache (%d completions × %d positions)", w.Completions, c.Context), dec.bytes())
 	}

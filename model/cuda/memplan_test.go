@@ -229,3 +229,38 @@ func TestMemoryPlanRefusesWithRemedies(t *testing.T) {
 		t.Errorf("unknown free memory must not refuse: %v", err)
 	}
 }
+
+// TestInferencePlan: eval's engine holds the weights, one forward
+// micro-batch and the KV cache, no training state; the sampler it opens
+// allocates within that plan.
+func TestInferencePlan(t *testing.T) {
+	cfg := qwen2Small()
+	base := testModel(t, cfg, 5)
+	w := Workload{Cfg: base.Cfg, Act: F32, Completions: 4, MicroTokens: 256, Inference: true}
+	p := Plan(w)
+	for _, it := range p.Items {
+		if strings.Contains(it.Name, "gradients") || strings.Contains(it.Name, "AdamW") || strings.Contains(it.Name, "reference") {
+			t.Errorf("inference plan counts %q", it.Name)
+		}
+	}
+	w.Inference = false
+	if train := Plan(w); p.Total >= train.Total {
+		t.Errorf("inference plan %d bytes, training %d", p.Total, train.Total)
+	}
+	dev := &countingDevice{Device: NewCPU()}
+	s, err := NewSampler(dev, base, Options{Act: F32, MicroTokens: 256}, 1, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prompt := make([]int, 70)
+	for i := range prompt {
+		prompt[i] = i % cfg.VocabSize
+	}
+	if _, err := s.Sample(context.Background(), prompt, 4, model.SampleOptions{Temperature: 1, MaxNewTokens: cfg.Context - len(prompt)}); err != nil {
+		t.Fatal(err)
+	}
+	if dev.peak > p.Total || dev.peak < p.Total*9/10 {
+		t.Errorf("the sampler peaked at %d bytes, the plan counted %d", dev.peak, p.Total)
+	}
+}

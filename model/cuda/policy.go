@@ -62,6 +62,19 @@ func NewPolicy(dev Device, m *model.Model, o Options, opt *model.AdamW, sched mo
 	return p, nil
 }
 
+// NewSampler puts m on dev to sample only (eval): no gradients, no
+// moments; Backward and Step fail on it.
+func NewSampler(dev Device, m *model.Model, o Options, temp float64, stop []int, seed uint64) (*Policy, error) {
+	o.Train, o.LoRA = false, nil
+	e, err := NewEngine(dev, m, o)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{Engine: e, Optim: &model.AdamW{}, Temp: temp, Stop: stop, pcg: rand.NewPCG(seed, 0x5a4d)}
+	p.rng = rand.New(p.pcg)
+	return p, nil
+}
+
 func (p *Policy) temperature() float32 {
 	if p.Temp > 0 {
 		return float32(p.Temp)
