@@ -86,8 +86,12 @@ func TestViewInTmux(t *testing.T) {
 	s.waitFor("every completion of the finished run", time.Minute, func(sc string) bool { return shownCount(sc) == total })
 
 	// Steps 2-3 only.
+	// Each key waits for the screen: keys that reach a loaded program in
+	// one read arrive as one message ("/step=2-3"), which no binding takes.
 	s.keys("/")
+	s.waitFor("the filter prompt", 10*time.Second, func(sc string) bool { return hasLinePrefix(sc, "filter: ") })
 	s.keys("-l", "step=2-3")
+	s.waitFor("the typed filter", 10*time.Second, func(sc string) bool { return hasLinePrefix(sc, "filter: step=2-3_") })
 	s.keys("Enter")
 	sc := s.waitFor("the step filter", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: step=2-3") })
 	for _, l := range strings.Split(sc, "\n")[2:] {
@@ -125,6 +129,7 @@ func TestViewInTmux(t *testing.T) {
 			t.Errorf("no kept container log:\n%s", sc)
 		}
 		s.keys("L")
+		s.waitFor("the log closed", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, "-- the evaluation's container log") })
 	}
 	// The exact prompt it answered.
 	s.keys("P")
@@ -133,6 +138,7 @@ func TestViewInTmux(t *testing.T) {
 		t.Errorf("no prompt:\n%s", sc)
 	}
 	s.keys("P")
+	s.waitFor("the prompt closed", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, "-- the exact prompt") })
 	s.keys("c")
 	s.waitFor("the raw completion", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "-- completion (c: the patch)") })
 	// Its tokens, by the sampler's probability, named by the run's tokenizer.
@@ -170,4 +176,14 @@ func countLines(t *testing.T, path string) int {
 		n++
 	}
 	return n
+}
+
+// hasLinePrefix reports whether a line of screen starts with prefix.
+func hasLinePrefix(screen, prefix string) bool {
+	for _, l := range strings.Split(screen, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), prefix) {
+			return true
+		}
+	}
+	return false
 }
