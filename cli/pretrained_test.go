@@ -64,7 +64,7 @@ func tinyPretrained(t *testing.T, dir string) {
 // adapters, and eval scores the merged model.
 func TestPretrainedFolderOnTheDevicePath(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the pretrained workflow: sft, run, merge and eval, about a minute")
+		t.Skip("the pretrained workflow: sft, run, merge and eval on the CPU kernels, about 20 s")
 	}
 	useCPUKernels(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
