@@ -12,9 +12,9 @@ import (
 )
 
 // withLoRA makes pol train lora.* adapters (lora.rank > 0) with a fresh
-// AdamW for them (optim.*'s moments; the schedule stays pol's). On the CPU pol then computes with the merged
-// weights; on a device the engine runs the adapters beside the frozen base
-// and the host keeps only the base.
+// AdamW for them (optim.*'s hyper-parameters; the schedule stays pol's).
+// On the CPU pol then computes with the merged weights; on a device the
+// engine runs the adapters beside the frozen base.
 func (ws *workspace) withLoRA(pol *policy.Model) error {
 	c := ws.cfg.LoRA
 	if c.Rank == 0 {

@@ -169,31 +169,30 @@ func (l *LoRA) Merge(dst, base *Model) error {
 		copy(dst.data, base.data)
 	}
 	s := float32(l.Cfg.Scale())
-	for i, name := range l.Base {
-		w, ok := dst.Param(name)
-		if !ok {
-			return fmt.Errorf("lora merge: the model has no %s", name)
-		}
-		a, b := &l.Params[2*i], &l.Params[2*i+1]
-		in, out, r := w.Shape[0], w.Shape[1], l.Cfg.Rank
+	return l.eachAdapter(dst, "lora merge", func(w, a, b *Param, in, out, r int) {
 		gemm(false, false, in, out, r, s, a.W, r, b.W, out, 1, w.W, out)
-	}
-	return nil
+	})
 }
 
 // AdapterGrads adds to the adapters' gradients what merged's accumulated
 // gradients (those of W_eff) give by the chain rule.
 func (l *LoRA) AdapterGrads(merged *Model) error {
 	s := float32(l.Cfg.Scale())
-	for i, name := range l.Base {
-		w, ok := merged.Param(name)
-		if !ok {
-			return fmt.Errorf("lora grads: the model has no %s", name)
-		}
-		a, b := &l.Params[2*i], &l.Params[2*i+1]
-		in, out, r := w.Shape[0], w.Shape[1], l.Cfg.Rank
+	return l.eachAdapter(merged, "lora grads", func(w, a, b *Param, in, out, r int) {
 		gemm(false, true, in, r, out, s, w.G, out, b.W, out, 1, a.G, r) // s·G·Bᵀ
 		gemm(true, false, r, out, in, s, a.W, r, w.G, out, 1, b.G, out) // s·Aᵀ·G
+	})
+}
+
+// eachAdapter calls fn with every adapter: the weight W [in, out] of m it
+// wraps, its A and B, and the rank; op names the caller in errors.
+func (l *LoRA) eachAdapter(m *Model, op string, fn func(w, a, b *Param, in, out, r int)) error {
+	for i, name := range l.Base {
+		w, ok := m.Param(name)
+		if !ok {
+			return fmt.Errorf("%s: the model has no %s", op, name)
+		}
+		fn(w, &l.Params[2*i], &l.Params[2*i+1], w.Shape[0], w.Shape[1], l.Cfg.Rank)
 	}
 	return nil
 }
