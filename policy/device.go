@@ -133,9 +133,9 @@ func (d *Device) loadStreamed(dir string) error {
 	if err != nil {
 		return err
 	}
-	rng, ok := extra["sampler_rng"]
-	if !ok {
-		return fmt.Errorf("load policy: %s has no sampler_rng", filepath.Join(dir, "policy"))
+	rng, err := samplerRNG(extra, filepath.Join(dir, "policy"))
+	if err != nil {
+		return err
 	}
 	if o != nil {
 		d.P.Optim = o // its moments are on the device now

@@ -108,9 +108,9 @@ func loadAdapterCheckpoint(dir string, base *model.Model) (*model.Adapter, []byt
 	if err != nil {
 		return nil, nil, err
 	}
-	rng, ok := a.Extra["sampler_rng"]
-	if !ok {
-		return nil, nil, fmt.Errorf("load policy: %s has no sampler_rng", path)
+	rng, err := samplerRNG(a.Extra, path)
+	if err != nil {
+		return nil, nil, err
 	}
 	return a, rng, nil
 }

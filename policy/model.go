@@ -241,11 +241,9 @@ func loadCheckpoint(dir string, cfg model.Config, withRef bool) (ck, ref *model.
 	if ck, err = model.Load(filepath.Join(dir, "policy"), &cfg); err != nil {
 		return nil, nil, nil, err
 	}
-	rng, ok := ck.Extra["sampler_rng"]
-	if !ok {
-		// Without it a resumed run would not draw what the uninterrupted
-		// one drew: the checkpoint is incomplete.
-		return nil, nil, nil, fmt.Errorf("load policy: %s has no sampler_rng", filepath.Join(dir, "policy"))
+	rng, err = samplerRNG(ck.Extra, filepath.Join(dir, "policy"))
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if withRef {
 		if ref, err = loadReference(dir, &cfg); err != nil {
@@ -324,4 +322,16 @@ func (p *Model) restoreRNG(rng []byte) error {
 		return fmt.Errorf("load policy: sampler rng: %w", err)
 	}
 	return nil
+}
+
+// samplerRNG is the sampler's random source among a checkpoint's extra
+// files (path names the folder in the error). Without it a resumed run
+// would not draw what the uninterrupted one drew: the checkpoint is
+// incomplete.
+func samplerRNG(extra map[string][]byte, path string) ([]byte, error) {
+	rng, ok := extra["sampler_rng"]
+	if !ok {
+		return nil, fmt.Errorf("load policy: %s has no sampler_rng", path)
+	}
+	return rng, nil
 }
