@@ -99,6 +99,9 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	}
 	defer pol.Close()
 	fmt.Fprintf(env.Stderr, "eval: sampling on %s; prompts in %s\n", pol.Device, ws.chat.Name())
+	if n := contextNote(m); n != "" {
+		fmt.Fprintf(env.Stderr, "eval: %s\n", n)
+	}
 	if pol.Dev != nil {
 		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.plan)
 	}

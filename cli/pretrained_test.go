@@ -21,7 +21,11 @@ import (
 // have them: bf16 weights in two shards and their index, config.json,
 // tokenizer.json, tokenizer_config.json with Qwen2.5's chat template and
 // generation_config.json with its end tokens.
-func tinyPretrained(t *testing.T, dir string) {
+func tinyPretrained(t *testing.T, dir string) { tinyPretrainedAt(t, dir, 1024) }
+
+// tinyPretrainedAt is tinyPretrained declaring maxPositions as its
+// max_position_embeddings.
+func tinyPretrainedAt(t *testing.T, dir string, maxPositions int) {
 	t.Helper()
 	// The shipped warm start's tokenizer: trained on the embedded suite, so
 	// its prompts and diffs are short and the test is quick.
@@ -29,7 +33,7 @@ func tinyPretrained(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.New(model.Config{Layers: 1, DModel: 32, Heads: 2, KVHeads: 1, DFF: 64, Context: 1024,
+	m, err := model.New(model.Config{Layers: 1, DModel: 32, Heads: 2, KVHeads: 1, DFF: 64, Context: maxPositions,
 		VocabSize: tok.VocabSize(), RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true}, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -301,4 +305,60 @@ func TestFullFineTuneStreamedCheckpoints(t *testing.T) {
 func momentsOf(o *model.AdamW) []float32 {
 	m, _ := o.State()
 	return m
+}
+
+// A checkpoint runs at model.context, not at the max_position_embeddings
+// its config.json declares: past it (a warm start on longer prompts than
+// the model saw; it used to stop at the first step, "6646 tokens exceed
+// context 1024") with a note, and below it (a device plans its KV cache
+// for the run's context, not the model's 32k).
+func TestInitCkptRunsAtModelContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a tiny model on the CPU, about 10 s")
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out := t.TempDir()
+	short := filepath.Join(out, "short")
+	tinyPretrainedAt(t, short, 128)
+	common := []string{"data.mini_tasks=20", "data.train_limit=2", "model.context=1024", "sample.max_new_tokens=256",
+		"sft.steps=2", "sft.synthetic_per_task=0", "sft.batch_size=2", "sft.heldout_every=0"}
+	for _, device := range []string{"cpu", "cuda"} {
+		t.Run(device, func(t *testing.T) {
+			if device == "cuda" {
+				useCPUKernels(t)
+			}
+			sftDir := filepath.Join(out, "sft-"+device)
+			code, stdout, stderr := runCLI(t, append([]string{"sft", "model.init_ckpt=" + short, "model.device=" + device,
+				"run.out_dir=" + out, "sft.out=" + sftDir}, common...)...)
+			if code != ExitOK {
+				t.Fatalf("sft past the checkpoint's positions: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			if want := "model.context = 1024 is past model.init_ckpt's max_position_embeddings = 128"; !strings.Contains(stderr, want) {
+				t.Errorf("sft stderr lacks %q:\n%s", want, stderr)
+			}
+			var cj struct {
+				MaxPositions int `json:"max_position_embeddings"`
+			}
+			raw, _ := os.ReadFile(filepath.Join(sftDir, "config.json"))
+			if err := json.Unmarshal(raw, &cj); err != nil || cj.MaxPositions != 1024 {
+				t.Errorf("the warm start saved max_position_embeddings %d (%v), want the context it trained at, 1024", cj.MaxPositions, err)
+			}
+		})
+	}
+
+	long := filepath.Join(out, "long")
+	tinyPretrainedAt(t, long, 32768)
+	useCPUKernels(t)
+	code, stdout, stderr := runCLI(t, "eval", "--ckpt", long, "--phase", "syntax", "--samples", "2", "--split", "train",
+		"--out", filepath.Join(out, "preds.jsonl"), "run.out_dir="+out, "model.device=cuda", "data.mini_tasks=20",
+		"data.train_limit=1", "model.context=1024", "sample.max_new_tokens=16")
+	if code != ExitOK {
+		t.Fatalf("eval: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if want := "KV cache (2 completions × 1024 positions)"; !strings.Contains(stderr, want) {
+		t.Errorf("eval's memory plan lacks %q (it planned for the model's 32768):\n%s", want, stderr)
+	}
+	if strings.Contains(stderr, "is past model.init_ckpt") {
+		t.Errorf("a context below the model's was noted as past it:\n%s", stderr)
+	}
 }

@@ -147,6 +147,9 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	if shippedNote != "" {
 		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: shippedNote})
 	}
+	if n := contextNote(m); n != "" {
+		bus.Publish(event.Message{Level: event.Warn, Time: time.Now(), Text: n})
+	}
 	if l := pol.LoRA(); l != nil {
 		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: loraNote(l, pol.Model.NumParams())})
 	}

@@ -63,6 +63,9 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	}
 	defer on.Close()
 	fmt.Fprintf(env.Stderr, "sft: the warm start trains on %s\n", on.Device)
+	if n := contextNote(m); n != "" {
+		fmt.Fprintf(env.Stderr, "sft: %s\n", n)
+	}
 	if on.Dev != nil {
 		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.plan)
 	}

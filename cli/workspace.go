@@ -277,11 +277,21 @@ func (ws *workspace) trainTokenizer(ctx context.Context, path string) error {
 // newModel builds the policy's network: from model.init_ckpt, or freshly
 // initialised with the tokenizer's vocabulary.
 func (ws *workspace) newModel() (*model.Model, error) {
-	if ws.streamsWeights() {
-		return ws.openWeights()
-	}
 	if ws.cfg.Model.InitCkpt != "" {
-		return loadModel(ws.cfg.Model.InitCkpt, ws.tok)
+		load := func() (*model.Model, error) { return loadModel(ws.cfg.Model.InitCkpt, ws.tok) }
+		if ws.streamsWeights() {
+			load = ws.openWeights
+		}
+		m, err := load()
+		if err != nil {
+			return nil, err
+		}
+		// The run's model.context, not the checkpoint's max_position_embeddings:
+		// prompts are cut to it, and a device plans its KV cache for it.
+		if err := m.SetContext(ws.cfg.Model.Context); err != nil {
+			return nil, err
+		}
+		return m, nil
 	}
 	mc := model.ConfigFrom(ws.cfg.Model)
 	mc.VocabSize = ws.tok.VocabSize()
@@ -290,6 +300,17 @@ func (ws *workspace) newModel() (*model.Model, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	return m, nil
+}
+
+// contextNote says when model.context runs m past the positions its
+// checkpoint declares ("" when it does not).
+func contextNote(m *model.Model) string {
+	c := m.Cfg
+	if c.MaxPositions == 0 || c.Context <= c.MaxPositions {
+		return ""
+	}
+	return fmt.Sprintf("model.context = %d is past model.init_ckpt's max_position_embeddings = %d: "+
+		"positions beyond %d are new to the model (RoPE runs them; training teaches them)", c.Context, c.MaxPositions, c.MaxPositions)
 }
 
 // loadModel reads a checkpoint folder: an SFT or eval checkpoint, a run

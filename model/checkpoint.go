@@ -182,7 +182,7 @@ func (c Config) hf() hfConfig {
 	}
 	return hfConfig{Architectures: []string{arch}, ModelType: typ, HiddenSize: c.DModel, IntermediateSize: c.DFF,
 		NumHeads: c.Heads, NumLayers: c.Layers, NumKVHeads: c.KVHeads, HeadDim: c.HeadDim, VocabSize: c.VocabSize,
-		MaxPositions: c.Context, RMSNormEps: c.NormEps, RopeTheta: c.RopeTheta, AttentionBias: &c.AttnBias,
+		MaxPositions: max(c.Context, c.MaxPositions), RMSNormEps: c.NormEps, RopeTheta: c.RopeTheta, AttentionBias: &c.AttnBias,
 		HiddenAct: "silu", TorchDtype: "float32"}
 }
 
@@ -200,7 +200,7 @@ func (h hfConfig) config() (Config, error) {
 		return Config{}, fmt.Errorf("config.json: hidden_act %q is not supported (want silu)", h.HiddenAct)
 	}
 	c := Config{Layers: h.NumLayers, DModel: h.HiddenSize, Heads: h.NumHeads, KVHeads: h.NumKVHeads,
-		HeadDim: h.HeadDim, DFF: h.IntermediateSize, Context: h.MaxPositions, VocabSize: h.VocabSize,
+		HeadDim: h.HeadDim, DFF: h.IntermediateSize, Context: h.MaxPositions, MaxPositions: h.MaxPositions, VocabSize: h.VocabSize,
 		RopeTheta: h.RopeTheta, NormEps: h.RMSNormEps}
 	switch {
 	case h.AttentionBias != nil:

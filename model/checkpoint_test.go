@@ -918,3 +918,71 @@ func TestFormatOf(t *testing.T) {
 		})
 	}
 }
+
+// A checkpoint runs at the context it is given, past the positions its
+// config.json declares and below them: logprobs of a short sequence do not
+// change, a sequence past the old context runs, and saving keeps the larger
+// of the two so that a run at a short context leaves the model's own.
+func TestSetContextRunsALoadedModelAtTheRunsContext(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.Context = 32
+	m := tinyModel(t, cfg, 3)
+	dir := filepath.Join(t.TempDir(), "c")
+	if err := Save(dir, Checkpoint{Model: m}); err != nil {
+		t.Fatal(err)
+	}
+	short := Batch{Tokens: [][]int{{1, 2, 3, 4, 5, 6, 7, 8}}, PromptLen: []int{2}, Temperature: 1}
+	before, err := m.Logprobs(context.Background(), short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := Batch{Tokens: [][]int{make([]int, 100)}, PromptLen: []int{50}, Temperature: 1}
+	for i := range long.Tokens[0] {
+		long.Tokens[0][i] = 1 + i%(cfg.VocabSize-1)
+	}
+	for _, tc := range []struct {
+		context, saved int
+	}{{128, 128}, {16, 32}} {
+		ck, err := Load(dir, &cfg) // the context is not part of the architecture
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := ck.Model
+		if err := l.SetContext(tc.context); err != nil {
+			t.Fatal(err)
+		}
+		if l.Cfg.Context != tc.context || l.Cfg.MaxPositions != 32 {
+			t.Errorf("context %d: Cfg.Context %d, MaxPositions %d", tc.context, l.Cfg.Context, l.Cfg.MaxPositions)
+		}
+		after, err := l.Logprobs(context.Background(), short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range after.Logprobs[0] {
+			if math.Abs(float64(v-before.Logprobs[0][i])) > 1e-5 {
+				t.Errorf("context %d: logprob %d %v, was %v at context 32", tc.context, i, v, before.Logprobs[0][i])
+			}
+		}
+		_, err = l.Logprobs(context.Background(), long)
+		if tc.context >= 100 && err != nil {
+			t.Errorf("context %d: 100 tokens: %v", tc.context, err)
+		}
+		if tc.context < 100 && (err == nil || !strings.Contains(err.Error(), "exceed context 16")) {
+			t.Errorf("context %d: 100 tokens: %v, want the context named", tc.context, err)
+		}
+		out := filepath.Join(t.TempDir(), "saved")
+		if err := Save(out, Checkpoint{Model: l}); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := os.ReadFile(filepath.Join(out, "config.json"))
+		var hf struct {
+			MaxPositions int `json:"max_position_embeddings"`
+		}
+		if err := json.Unmarshal(raw, &hf); err != nil || hf.MaxPositions != tc.saved {
+			t.Errorf("context %d: saved max_position_embeddings %d (%v), want %d", tc.context, hf.MaxPositions, err, tc.saved)
+		}
+	}
+	if err := m.SetContext(1); err == nil {
+		t.Error("SetContext(1) accepted")
+	}
+}

@@ -13,16 +13,22 @@ import (
 // RoPE, SwiGLU, grouped-query attention). Head size is DModel/Heads unless
 // HeadDim is set (Hugging Face checkpoints may set it explicitly).
 type Config struct {
-	Layers    int     `json:"num_hidden_layers"`
-	DModel    int     `json:"hidden_size"`
-	Heads     int     `json:"num_attention_heads"`
-	KVHeads   int     `json:"num_key_value_heads"`
-	HeadDim   int     `json:"head_dim"`
-	DFF       int     `json:"intermediate_size"`
-	Context   int     `json:"max_position_embeddings"`
-	VocabSize int     `json:"vocab_size"`
-	RopeTheta float64 `json:"rope_theta"`
-	NormEps   float64 `json:"rms_norm_eps"`
+	Layers  int `json:"num_hidden_layers"`
+	DModel  int `json:"hidden_size"`
+	Heads   int `json:"num_attention_heads"`
+	KVHeads int `json:"num_key_value_heads"`
+	HeadDim int `json:"head_dim"`
+	DFF     int `json:"intermediate_size"`
+	// Context is the longest sequence the model runs: model.context for a
+	// fresh model; a loaded one takes the run's with SetContext.
+	Context int `json:"max_position_embeddings"`
+	// MaxPositions is the max_position_embeddings a loaded config.json
+	// declared (0 for a fresh model); saving writes the larger of it and
+	// Context, so that a run at a shorter context keeps the model's own.
+	MaxPositions int     `json:"-"`
+	VocabSize    int     `json:"vocab_size"`
+	RopeTheta    float64 `json:"rope_theta"`
+	NormEps      float64 `json:"rms_norm_eps"`
 	// AttnBias adds biases to the q, k and v projections (Qwen2 has them).
 	AttnBias bool `json:"attention_bias"`
 }
@@ -248,6 +254,29 @@ func prod(s []int) int {
 	return n
 }
 
+// SetContext makes n the longest sequence the model runs: the run's
+// model.context rather than the max_position_embeddings of the config.json
+// it was loaded from. RoPE has no position table to outgrow, so n may pass
+// what the checkpoint was trained at (those positions are new to it).
+// Compiled graphs are dropped; call it before the model runs.
+func (m *Model) SetContext(n int) error {
+	if n < 2 {
+		return fmt.Errorf("model.SetContext: context=%d must be >= 2", n)
+	}
+	if m.Cfg.MaxPositions == 0 {
+		m.Cfg.MaxPositions = m.Cfg.Context
+	}
+	m.Cfg.Context = n
+	if m.rope != nil {
+		m.rope = newRopeTable(m.Cfg.HeadDim, n, m.Cfg.RopeTheta)
+	}
+	for k, g := range m.graphs {
+		g.vm.Close()
+		delete(m.graphs, k)
+	}
+	return nil
+}
+
 // NumParams is the number of weights.
 func (m *Model) NumParams() int { return m.np }
 
@@ -292,7 +321,9 @@ func (m *Model) Param(name string) (*Param, bool) {
 	return nil, false
 }
 
-// match names the first architecture field where c and o differ.
+// match names the first architecture field where c and o differ. The
+// context is not one: RoPE has no position table, so the same weights run
+// at any length (SetContext).
 func (c Config) match(o Config) error {
 	c, o = c.withDefaults(), o.withDefaults()
 	fields := []struct {
@@ -301,7 +332,7 @@ func (c Config) match(o Config) error {
 	}{
 		{"layers", c.Layers, o.Layers}, {"d_model", c.DModel, o.DModel}, {"heads", c.Heads, o.Heads},
 		{"kv_heads", c.KVHeads, o.KVHeads}, {"head_dim", c.HeadDim, o.HeadDim}, {"d_ff", c.DFF, o.DFF},
-		{"context", c.Context, o.Context}, {"vocab_size", c.VocabSize, o.VocabSize},
+		{"vocab_size", c.VocabSize, o.VocabSize},
 		{"rope_theta", c.RopeTheta, o.RopeTheta}, {"rms_norm_eps", c.NormEps, o.NormEps},
 		{"attention_bias", c.AttnBias, o.AttnBias},
 	}
