@@ -71,10 +71,17 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	}
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
+	var lastLine time.Time
 	res, err := ws.sft(ctx, on, ws.sftDir(), 0, train.WarmupHooks{Publish: func(ev event.Event) {
 		switch ev := ev.(type) {
 		case event.SFTStep:
 			bar.step()
+			// Off a terminal (a log file, nohup) a line every half minute,
+			// and each held-out measurement, instead of the bar.
+			if !env.IsTerminal && (time.Since(lastLine) >= 30*time.Second || ev.HeldoutOK || ev.Step == ev.Steps) {
+				lastLine = time.Now()
+				fmt.Fprintln(env.Stderr, sftProgressLine(ev))
+			}
 		case event.Message:
 			fmt.Fprintln(env.Stderr, ev.Text)
 		}
@@ -131,6 +138,23 @@ func gitCommit(ctx context.Context) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// sftProgressLine is one warm-start step as a log line: the step, its
+// loss, the held-out loss when measured, the pace and what is left.
+func sftProgressLine(ev event.SFTStep) string {
+	line := fmt.Sprintf("sft: step %d/%d · loss %.3f", ev.Step, ev.Steps, ev.Loss)
+	if ev.HeldoutOK {
+		line += fmt.Sprintf(" · held-out %.3f", ev.Heldout)
+	}
+	if done := ev.Step - ev.Resumed; done > 0 && ev.Elapsed > 0 {
+		per := ev.Elapsed / time.Duration(done)
+		line += fmt.Sprintf(" · %.1f s a step", per.Seconds())
+		if left := ev.Steps - ev.Step; left > 0 {
+			line += fmt.Sprintf(" · about %s left", (per * time.Duration(left)).Round(time.Second))
+		}
+	}
+	return line
 }
 
 // lossCurve prints the loss at n evenly spaced steps.

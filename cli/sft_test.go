@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/swetui/swetui/event"
 )
 
 // TestSFTThenEval runs the warm start and the held-out evaluation end to end
@@ -82,5 +85,25 @@ func TestSFTThenEval(t *testing.T) {
 	code, _, stderr = runCLI(t, append([]string{"eval", "--ckpt", filepath.Join(out, "sft"), "--samples", "0"}, common...)...)
 	if code != ExitUsage || !strings.Contains(stderr, "--samples must be at least 1") {
 		t.Errorf("--samples 0: exit %d, stderr %s", code, stderr)
+	}
+}
+
+func TestSFTProgressLine(t *testing.T) {
+	cases := []struct {
+		ev   event.SFTStep
+		want string
+	}{
+		{event.SFTStep{Step: 1, Steps: 200, Loss: 7.6666, Elapsed: 14 * time.Second},
+			"sft: step 1/200 · loss 7.667 · 14.0 s a step · about 46m26s left"},
+		{event.SFTStep{Step: 100, Steps: 200, Loss: 2.5, Heldout: 3.25, HeldoutOK: true, Elapsed: 50 * time.Second, Resumed: 50},
+			"sft: step 100/200 · loss 2.500 · held-out 3.250 · 1.0 s a step · about 1m40s left"},
+		{event.SFTStep{Step: 200, Steps: 200, Loss: 0.1, Elapsed: 400 * time.Second},
+			"sft: step 200/200 · loss 0.100 · 2.0 s a step"},
+		{event.SFTStep{Step: 3, Steps: 5, Loss: 1}, "sft: step 3/5 · loss 1.000"},
+	}
+	for _, tc := range cases {
+		if got := sftProgressLine(tc.ev); got != tc.want {
+			t.Errorf("sftProgressLine(%+v)\n got %q\nwant %q", tc.ev, got, tc.want)
+		}
 	}
 }
