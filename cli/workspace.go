@@ -277,6 +277,15 @@ func (ws *workspace) trainTokenizer(ctx context.Context, path string) error {
 // newModel builds the policy's network: from model.init_ckpt, or freshly
 // initialised with the tokenizer's vocabulary.
 func (ws *workspace) newModel() (*model.Model, error) {
+	m, err := ws.buildModel()
+	if err != nil {
+		return nil, err
+	}
+	m.MicroTokens = ws.cfg.Model.MicroTokens
+	return m, nil
+}
+
+func (ws *workspace) buildModel() (*model.Model, error) {
 	if ws.cfg.Model.InitCkpt != "" {
 		load := func() (*model.Model, error) { return loadModel(ws.cfg.Model.InitCkpt, ws.tok) }
 		if ws.streamsWeights() {

@@ -104,9 +104,9 @@ type Model struct {
 	Device string `toml:"device"`
 	// CUDALibs are folders searched first for libcuda, cuBLAS and NVRTC.
 	CUDALibs []string `toml:"cuda_libs"`
-	// MicroTokens bounds one micro-batch of the device engine's passes
-	// (sequences × padded length); a group of long completions is split
-	// into micro-batches whose gradients add up.
+	// MicroTokens bounds one micro-batch (sequences × padded length) of
+	// the device engine's passes and of gorgonia's graphs; a group of long
+	// completions is split into micro-batches whose gradients add up.
 	MicroTokens int `toml:"micro_tokens"`
 }
 

@@ -345,6 +345,16 @@ func (m *Model) BackwardEntropy(ctx context.Context, b Batch, cot, entCot [][]fl
 	return m.pass(ctx, &b, cot, entCot)
 }
 
+// perGraph is how many sequences padded to T tokens one graph holds:
+// MicroBatch, halved while they pass MicroTokens (at least one).
+func (m *Model) perGraph(T int) int {
+	n := max(1, m.MicroBatch)
+	for m.MicroTokens > 0 && n > 1 && n*T > m.MicroTokens {
+		n /= 2
+	}
+	return n
+}
+
 func (m *Model) pass(ctx context.Context, b *Batch, cot, entCot [][]float32) (*Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -364,16 +374,19 @@ func (m *Model) pass(ctx context.Context, b *Batch, cot, entCot [][]float32) (*R
 	}
 	sort.SliceStable(order, func(i, j int) bool { return len(b.Tokens[order[i]]) < len(b.Tokens[order[j]]) })
 	mb := max(1, m.MicroBatch)
-	for lo := 0; lo < len(order); lo += mb {
+	for lo := 0; lo < len(order); {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		seqs := order[lo:min(lo+mb, len(order))]
+		// Sorted by length: the longest of the next mb sets the bucket.
+		n := m.perGraph(m.Cfg.BucketT(len(b.Tokens[order[min(lo+mb, len(order))-1]])))
+		seqs := order[lo:min(lo+n, len(order))]
+		lo += len(seqs)
 		B := 1
 		for B < len(seqs) {
 			B *= 2
 		}
-		B = min(B, mb)
+		B = min(B, n)
 		gr, err := m.graphFor(B, m.Cfg.BucketT(len(b.Tokens[seqs[len(seqs)-1]])), cot != nil)
 		if err != nil {
 			return nil, err

@@ -130,6 +130,10 @@ type Model struct {
 	// MicroBatch is how many sequences one compiled graph holds; larger
 	// batches are split, and gradients accumulate across the pieces.
 	MicroBatch int
+	// MicroTokens > 0 also bounds a graph's sequences × padded length
+	// (model.micro_tokens): gorgonia holds whole attention matrices, so
+	// at long contexts fewer sequences share a graph.
+	MicroTokens int
 }
 
 // New builds a model with freshly initialised weights: N(0, 0.02) for
@@ -297,7 +301,7 @@ func (m *Model) ZeroGrad() { clear(m.grad) }
 func (m *Model) Clone() *Model {
 	c, _ := newEmpty(m.Cfg) // m.Cfg was validated when m was built
 	copy(c.data, m.data)
-	c.MicroBatch = m.MicroBatch
+	c.MicroBatch, c.MicroTokens = m.MicroBatch, m.MicroTokens
 	return c
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -167,5 +168,53 @@ func TestModelGradientFiniteDifference(t *testing.T) {
 			}
 		}
 		t.Logf("bias=%v: checked %d gradient entries", bias, checked)
+	}
+}
+
+// MicroTokens splits a batch into graphs of fewer sequences at long
+// lengths; the logprobs and the accumulated gradients are those of one graph.
+func TestMicroTokensSplitsLongBatches(t *testing.T) {
+	for _, tc := range []struct {
+		batch, tokens, T, want int
+	}{
+		{4, 0, 8192, 4}, {4, 16384, 1024, 4}, {4, 16384, 4096, 4}, {4, 16384, 8192, 2},
+		{4, 8192, 8192, 1}, {4, 1000, 8192, 1}, {1, 16384, 64, 1},
+	} {
+		m := &Model{MicroBatch: tc.batch, MicroTokens: tc.tokens}
+		if got := m.perGraph(tc.T); got != tc.want {
+			t.Errorf("MicroBatch %d, MicroTokens %d, T %d: %d sequences a graph, want %d", tc.batch, tc.tokens, tc.T, got, tc.want)
+		}
+	}
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(7, 7))
+	b := testBatch(r, cfg.VocabSize, []int{7, 40, 12, 33, 10}, []int{2, 5, 1, 9, 3})
+	cot := make([][]float32, len(b.Tokens))
+	for i, seq := range b.Tokens {
+		for range len(seq) - b.PromptLen[i] {
+			cot[i] = append(cot[i], float32(r.NormFloat64()))
+		}
+	}
+	run := func(microTokens int) (*Result, []float32) {
+		m := tinyModel(t, cfg, 5)
+		m.MicroBatch, m.MicroTokens = 4, microTokens
+		res, err := m.Backward(context.Background(), b, cot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, slices.Clone(m.Grads())
+	}
+	whole, gw := run(0)
+	split, gs := run(64) // buckets of 32 go two a graph, of 64 one
+	for i := range whole.Logprobs {
+		for k, v := range whole.Logprobs[i] {
+			if d := math.Abs(float64(v - split.Logprobs[i][k])); d > 1e-5 {
+				t.Errorf("sequence %d token %d: logprob %v split, %v whole", i, k, split.Logprobs[i][k], v)
+			}
+		}
+	}
+	for i, g := range gw {
+		if d := math.Abs(float64(g - gs[i])); d > 1e-5+1e-4*math.Abs(float64(g)) {
+			t.Fatalf("gradient %d: %v split, %v whole", i, gs[i], g)
+		}
 	}
 }
