@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -74,6 +75,10 @@ type Format struct {
 	// Files are further top-level files, by plain name, written as they are
 	// (the HFFiles of the model the run started from).
 	Files map[string][]byte
+	// BaseConfig is the config.json of the model the run started from.
+	// Save keeps its keys that it does not write itself (bos_token_id,
+	// eos_token_id, sliding_window, transformers_version…).
+	BaseConfig []byte
 }
 
 // DefaultMaxShard is transformers' save_pretrained default, "5GB".
@@ -120,7 +125,33 @@ func FormatOf(initDir, saveDtype string) (Format, error) {
 	if f.Files, err = readHFFiles(initDir); err != nil {
 		return Format{}, fmt.Errorf("save format: %w", err)
 	}
+	f.BaseConfig = raw
 	return f, nil
+}
+
+// configJSON is h as config.json, over base's keys (nil: none): the keys
+// h writes take its values, and "dtype" (transformers 4.56's name) follows
+// torch_dtype.
+func configJSON(h hfConfig, base []byte) ([]byte, error) {
+	if len(base) == 0 {
+		return json.MarshalIndent(h, "", "  ")
+	}
+	var out, own map[string]json.RawMessage
+	if err := json.Unmarshal(base, &out); err != nil {
+		return nil, fmt.Errorf("base config.json: %w", err)
+	}
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &own); err != nil {
+		return nil, err
+	}
+	maps.Copy(out, own)
+	if _, ok := out["dtype"]; ok {
+		out["dtype"] = own["torch_dtype"]
+	}
+	return json.MarshalIndent(out, "", "  ")
 }
 
 // readHFFiles reads the HFFiles dir holds; nil when none.
@@ -371,7 +402,7 @@ func Save(dir string, ck Checkpoint) error {
 	}
 	h := m.Cfg.hf()
 	h.TorchDtype = dtype.torch()
-	cfg, err := json.MarshalIndent(h, "", "  ")
+	cfg, err := configJSON(h, ck.BaseConfig)
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s: config: %w", dir, err)
 	}
@@ -608,6 +639,7 @@ type Weights struct {
 	ts   map[string]stTensor
 	from string // names the masters' file in errors about its tensors
 	hf   hfConfig
+	raw  []byte // config.json as read
 }
 
 // OpenWeights reads dir's config.json and indexes its weight files (ours,
@@ -636,7 +668,7 @@ func OpenWeights(dir string, want *Config) (*Weights, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 	}
-	w := &Weights{Cfg: cfg, dir: dir, tied: h.TieWordEmbeddings, ts: ts, hf: h}
+	w := &Weights{Cfg: cfg, dir: dir, tied: h.TieWordEmbeddings, ts: ts, hf: h, raw: raw}
 	if fromMasters {
 		w.from = " (state/master.safetensors)"
 	}
@@ -711,7 +743,7 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 		return nil, err
 	}
 	h := w.hf
-	ck := &Checkpoint{Model: m, Extra: map[string][]byte{}, Format: Format{Dtype: F32}}
+	ck := &Checkpoint{Model: m, Extra: map[string][]byte{}, Format: Format{Dtype: F32, BaseConfig: w.raw}}
 	if h.dtype() == "bfloat16" {
 		ck.Dtype = BF16
 	}

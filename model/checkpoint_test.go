@@ -986,3 +986,58 @@ func TestSetContextRunsALoadedModelAtTheRunsContext(t *testing.T) {
 		t.Error("SetContext(1) accepted")
 	}
 }
+
+// A checkpoint saved from a Hugging Face folder keeps the config.json keys
+// it does not write itself (the special tokens' ids that transformers and
+// vLLM read), its max_position_embeddings, and a "dtype" that agrees with
+// the weights it saved.
+func TestSaveKeepsTheBaseConfigsKeys(t *testing.T) {
+	base := Config{Layers: 2, DModel: 16, Heads: 4, KVHeads: 2, DFF: 24, Context: 32768, VocabSize: 37}
+	dir := filepath.Join(t.TempDir(), "hf")
+	cfg := hfConfigMap(base, "qwen2", true)
+	cfg["architectures"], cfg["hidden_act"], cfg["rope_scaling"] = []string{"Qwen2ForCausalLM"}, "silu", nil
+	cfg["bos_token_id"], cfg["eos_token_id"], cfg["sliding_window"], cfg["transformers_version"] = 35, 36, 32768, "4.56.0"
+	cfg["dtype"], cfg["use_sliding_window"] = "bfloat16", false
+	writeHF(t, dir, cfg, hfTensors(base, true, true), "BF16", lcgWeight)
+	f, err := FormatOf(dir, "f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := Load(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ck.Model.SetContext(1024); err != nil {
+		t.Fatal(err)
+	}
+	for name, format := range map[string]Format{"run checkpoint": f, "loaded and saved again": ck.Format} {
+		out := filepath.Join(t.TempDir(), "saved")
+		if err := Save(out, Checkpoint{Model: ck.Model, Format: format}); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := os.ReadFile(filepath.Join(out, "config.json"))
+		var got map[string]any
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		dtype := map[Dtype]string{F32: "float32", BF16: "bfloat16"}[format.Dtype]
+		want := map[string]any{"bos_token_id": 35.0, "eos_token_id": 36.0, "sliding_window": 32768.0,
+			"transformers_version": "4.56.0", "max_position_embeddings": 32768.0, "tie_word_embeddings": false,
+			"torch_dtype": dtype, "dtype": dtype, "model_type": "qwen2", "use_sliding_window": false}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: config.json %s = %v, want %v", name, k, got[k], v)
+			}
+		}
+		again, err := Load(out, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if again.Model.Cfg.AttnBias != true || again.Model.Cfg.Context != 32768 {
+			t.Errorf("%s: read back as %+v", name, again.Model.Cfg)
+		}
+	}
+	if _, err := configJSON(hfConfig{}, []byte("{not json")); err == nil || !strings.Contains(err.Error(), "base config.json") {
+		t.Errorf("a base config.json that is not JSON: %v", err)
+	}
+}
