@@ -279,3 +279,67 @@ func TestInterruptSavesTheWarmStart(t *testing.T) {
 		t.Fatalf("restart lacks %q:\n%s", want, again)
 	}
 }
+
+// Ctrl-C during `swetui sft` keeps the steps it made: the warm start is
+// saved beside its checkpoint folder, the message says so, and the same
+// command continues it to the end.
+func TestInterruptSavesTheSFTCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := buildBinary(t)
+	out := filepath.Join(dir, "run")
+	cfgPath := writeSmallConfig(t, dir, "sft-sigint-"+strconv.Itoa(os.Getpid()), out, 0, true)
+	sftDir := filepath.Join(dir, "warm")
+	args := []string{"sft", "--config", cfgPath, "sft.steps=400", "sft.save_every=10", "sft.out=" + sftDir}
+	cmd := exec.Command(bin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(sftDir+"-partial", "state.json")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(state); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no periodic save of the warm start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("an interrupted sft exited 0:\n%s", stderr.String())
+	}
+	data, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct{ Step, Steps int }
+	if err := json.Unmarshal(data, &st); err != nil || st.Step < 10 || st.Steps != 400 {
+		t.Fatalf("saved %s (%v)", data, err)
+	}
+	if want := fmt.Sprintf("step %d of 400 saved in %s-partial: the same command continues it", st.Step, sftDir); !strings.Contains(stderr.String(), want) {
+		t.Errorf("ctrl-c's message lacks %q:\n%s", want, stderr.String())
+	}
+	again, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("continue: %v\n%s", err, again)
+	}
+	if want := fmt.Sprintf("continuing from step %d of 400", st.Step); !strings.Contains(string(again), want) {
+		t.Errorf("the second sft lacks %q:\n%s", want, again)
+	}
+	if want := fmt.Sprintf("sft: %d steps on", 400-st.Step); !strings.Contains(string(again), want) {
+		t.Errorf("the second sft did not train the remaining steps (%q):\n%s", want, again)
+	}
+	if _, err := os.Stat(filepath.Join(sftDir, "config.json")); err != nil {
+		t.Errorf("no checkpoint after the warm start finished: %v", err)
+	}
+	if _, err := os.Stat(sftDir + "-partial"); !os.IsNotExist(err) {
+		t.Errorf("the partial warm start outlived the finished one: %v", err)
+	}
+}

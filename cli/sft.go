@@ -69,10 +69,42 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	if on.Dev != nil {
 		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.plan)
 	}
+	// An earlier `swetui sft` of the same schedule from the same model that
+	// was stopped continues where it was saved.
+	partial := ws.partialSFTDir()
+	state := partialState{Steps: cfg.SFT.Steps, Init: cfg.Model.InitCkpt}
+	if st, ok, err := readPartialSFT(partial); err != nil {
+		return fmt.Errorf("sft: %w", err)
+	} else if ok && st.Steps == state.Steps && st.Init == state.Init && st.Step < st.Steps {
+		if err := on.Store.Load(ctx, partial); err != nil {
+			return fmt.Errorf("sft: %w (remove %s to start the warm start afresh)", err, partial)
+		}
+		state.Step = st.Step
+		fmt.Fprintf(env.Stderr, "sft: continuing from step %d of %d (%s)\n", st.Step, st.Steps, partial)
+	}
+	saved := state.Step
+	savePartial := func(ctx context.Context) error {
+		if state.Step == saved {
+			return nil
+		}
+		if err := savePartialSFT(ctx, on.Store, partial, state); err != nil {
+			return err
+		}
+		saved = state.Step
+		return nil
+	}
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
 	var lastLine time.Time
-	res, err := ws.sft(ctx, on, ws.sftDir(), 0, train.WarmupHooks{Publish: func(ev event.Event) {
+	res, err := ws.sft(ctx, on, ws.sftDir(), state.Step, train.WarmupHooks{AfterStep: func(ctx context.Context, ev event.SFTStep) error {
+		state.Step = ev.Step
+		if every := cfg.SFT.SaveEvery; every > 0 && ev.Step%every == 0 && ev.Step < ev.Steps {
+			if err := savePartial(ctx); err != nil { // a full disk costs the save, not the warm start
+				fmt.Fprintf(env.Stderr, "sft: %v\n", err)
+			}
+		}
+		return nil
+	}, Publish: func(ev event.Event) {
 		switch ev := ev.(type) {
 		case event.SFTStep:
 			bar.step()
@@ -88,6 +120,16 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	}})
 	bar.done()
 	if err != nil {
+		// Stopped (Ctrl-C, a signal) or failed: keep the steps it made.
+		if state.Step > saved && state.Step < cfg.SFT.Steps {
+			if serr := savePartial(context.WithoutCancel(ctx)); serr != nil {
+				return fmt.Errorf("sft: %w (and %v)", err, serr)
+			}
+			return fmt.Errorf("sft: %w (step %d of %d saved in %s: the same command continues it)", err, state.Step, cfg.SFT.Steps, partial)
+		}
+		return fmt.Errorf("sft: %w", err)
+	}
+	if err := os.RemoveAll(partial); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
 	fmt.Fprintf(env.Stdout, "sft: %d steps on %d examples (%d of them synthetic fixes; %d gold patches longer than sample.max_new_tokens skipped) in %s\n",

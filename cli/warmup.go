@@ -44,6 +44,9 @@ type sftStage struct {
 type partialState struct {
 	Step  int `json:"step"`
 	Steps int `json:"steps"`
+	// Init is the model.init_ckpt `swetui sft` started from ("" for a
+	// fresh model, as in a run's warm start).
+	Init string `json:"init,omitempty"`
 }
 
 const partialStateFile = "state.json"
@@ -61,19 +64,13 @@ func newSFTStage(ws *workspace, pol *policy.Model, ref *policy.ModelReference) (
 		s.loaded, s.done = true, ws.cfg.SFT.Steps
 		return s, nil
 	}
-	data, err := os.ReadFile(filepath.Join(ws.partialSFTDir(), partialStateFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return s, nil
-	case err != nil:
-		return nil, fmt.Errorf("warm start %s: %w", ws.partialSFTDir(), err)
+	st, ok, err := readPartialSFT(ws.partialSFTDir())
+	if err != nil {
+		return nil, err
 	}
-	var st partialState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("warm start %s: %s: %w", ws.partialSFTDir(), partialStateFile, err)
-	}
-	if st.Steps != ws.cfg.SFT.Steps {
-		// Another schedule: its learning rate does not continue this one.
+	if !ok || st.Steps != ws.cfg.SFT.Steps || st.Init != "" {
+		// None, or another schedule (its learning rate does not continue
+		// this one), or `swetui sft` from another model.
 		return s, nil
 	}
 	if err := sftPol.Load(context.Background(), ws.partialSFTDir()); err != nil {
@@ -189,7 +186,22 @@ func (s *sftStage) Save(ctx context.Context) error {
 	if s.loaded || s.done == s.saved || s.done >= s.ws.cfg.SFT.Steps {
 		return nil
 	}
-	dir := s.ws.partialSFTDir()
+	if s.dev != nil && !s.loaded {
+		if err := s.sync(); err != nil {
+			return fmt.Errorf("save warm start: %w", err)
+		}
+	}
+	if err := savePartialSFT(ctx, s.sftPol, s.ws.partialSFTDir(), partialState{Step: s.done, Steps: s.ws.cfg.SFT.Steps}); err != nil {
+		return err
+	}
+	s.saved = s.done
+	return nil
+}
+
+// savePartialSFT writes an unfinished warm start (store's weights, moments
+// and sampler state, and st) to dir, replacing what was there only once the
+// new one is complete.
+func savePartialSFT(ctx context.Context, store train.Store, dir string, st partialState) error {
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("save warm start: %w", err)
@@ -199,15 +211,10 @@ func (s *sftStage) Save(ctx context.Context) error {
 		return fmt.Errorf("save warm start: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	if s.dev != nil && !s.loaded {
-		if err := s.sync(); err != nil {
-			return fmt.Errorf("save warm start: %w", err)
-		}
-	}
-	if err := s.sftPol.Save(ctx, tmp); err != nil {
+	if err := store.Save(ctx, tmp); err != nil {
 		return fmt.Errorf("save warm start: %w", err)
 	}
-	state, _ := json.Marshal(partialState{Step: s.done, Steps: s.ws.cfg.SFT.Steps})
+	state, _ := json.Marshal(st)
 	if err := durable.WriteFile(filepath.Join(tmp, partialStateFile), state); err != nil {
 		return fmt.Errorf("save warm start: %w", err)
 	}
@@ -217,8 +224,22 @@ func (s *sftStage) Save(ctx context.Context) error {
 	if err := durable.ReplaceDir(tmp, dir); err != nil {
 		return fmt.Errorf("save warm start: %w", err)
 	}
-	s.saved = s.done
 	return nil
+}
+
+// readPartialSFT reads dir's partialState; ok is false when there is none.
+func readPartialSFT(dir string) (st partialState, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, partialStateFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return st, false, nil
+	case err != nil:
+		return st, false, fmt.Errorf("warm start %s: %w", dir, err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, false, fmt.Errorf("warm start %s: %s: %w", dir, partialStateFile, err)
+	}
+	return st, true, nil
 }
 
 var _ train.Warmup = (*sftStage)(nil)

@@ -308,7 +308,7 @@ type SFT struct {
 	HeldoutEvery int    `toml:"heldout_every"`
 	Out          string `toml:"out"`
 	// SaveEvery steps an unfinished warm start is saved, so that a stopped
-	// or killed run continues it; 0 = only when the run stops.
+	// or killed run (or `swetui sft`) continues it; 0 = only when it stops.
 	SaveEvery int `toml:"save_every"`
 	// Shipped uses the warm start shipped for the embedded suite when the
 	// run's recipe matches it (package warmstart), instead of training one.
