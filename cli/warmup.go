@@ -186,7 +186,7 @@ func (s *sftStage) Save(ctx context.Context) error {
 	if s.loaded || s.done == s.saved || s.done >= s.ws.cfg.SFT.Steps {
 		return nil
 	}
-	if s.dev != nil && !s.loaded {
+	if s.dev != nil {
 		if err := s.sync(); err != nil {
 			return fmt.Errorf("save warm start: %w", err)
 		}

@@ -285,6 +285,8 @@ func (ws *workspace) newModel() (*model.Model, error) {
 	return m, nil
 }
 
+// buildModel is newModel's network before its run settings: loaded (at
+// model.context) or fresh.
 func (ws *workspace) buildModel() (*model.Model, error) {
 	if ws.cfg.Model.InitCkpt != "" {
 		load := func() (*model.Model, error) { return loadModel(ws.cfg.Model.InitCkpt, ws.tok) }
