@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: build build-blas test check setup bench gpu-check cuda-lint warmstart learn-report
+.PHONY: build build-blas test check setup bench gpu-check cuda-lint warmstart warmstart-agent learn-report
 
 # The default build is pure Go; build-blas links OpenBLAS (Debian's
 # libopenblas-dev, cgo) for about 4x faster training on CPU.
@@ -32,7 +32,7 @@ cluster-down:
 # Static checks, every test (integration tests use the Docker Engine and the
 # images `make setup` builds), then the model again on the OpenBLAS build.
 test: check
-	$(GO) test -count=1 -timeout 25m $(PKGS)
+	$(GO) test -count=1 -timeout 40m $(PKGS)
 	CGO_ENABLED=1 $(GO) test -count=1 -tags blas ./model/...
 
 check:
@@ -74,6 +74,16 @@ WARMSTART_STEPS ?= 2400
 warmstart:
 	rm -rf .warmstart-build
 	$(GO) run . sft run.out_dir=.warmstart-build sft.steps=$(WARMSTART_STEPS) --export warmstart/shipped
+	rm -rf .warmstart-build
+
+# Agent mode's shipped warm start (warmstart/shipped-agent): the single-shot
+# one trained further on the scripted expert's trajectories, played in
+# sessions on the local Docker Engine, at agent mode's context.
+WARMSTART_AGENT_STEPS ?= 400
+warmstart-agent:
+	rm -rf .warmstart-build
+	$(GO) run . sft rollout.mode=agent model.init_ckpt=warmstart/shipped run.out_dir=.warmstart-build \
+	  sft.steps=$(WARMSTART_AGENT_STEPS) --export warmstart/shipped-agent
 	rm -rf .warmstart-build
 
 # What the default curriculum teaches on the held-out split, two seeds

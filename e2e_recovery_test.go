@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/swetui/swetui/train"
+	"github.com/swetui/swetui/history"
 )
 
 // After kill -9 mid-run (checkpoints being written every step), the newest
@@ -147,7 +147,7 @@ func TestKill9HistoryHoldsEachStepOnce(t *testing.T) {
 		}
 	}
 	onceEach(t, "events.jsonl step_finished", finished, steps)
-	tb, err := train.ReadTensorBoard(filepath.Join(out, "tb"))
+	tb, err := history.ReadTensorBoard(filepath.Join(out, "tb"))
 	if err != nil {
 		t.Fatal(err)
 	}

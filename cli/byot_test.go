@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 )
@@ -256,7 +257,7 @@ func TestBringYourOwnTasks(t *testing.T) {
 			if code != ExitOK {
 				t.Fatalf("score: exit %d\n%s\n%s", code, stdout, stderr)
 			}
-			var rep scoreReport
+			var rep app.ScoreReport
 			b, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
-	"github.com/swetui/swetui/train"
 )
 
 // writeHFModel writes a small Hugging Face model folder: a model and a BPE
@@ -23,11 +24,11 @@ func writeHFModel(t *testing.T, fixture string, specials, eos []string) string {
 	t.Helper()
 	cfg := defaultConfig(t)
 	cfg.Run.OutDir = t.TempDir()
-	ws, err := openWorkspace(context.Background(), cfg, task.SplitTrain)
+	ws, err := app.Open(context.Background(), cfg, task.SplitTrain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	texts, err := ws.tokenizerTexts(context.Background())
+	texts, err := ws.TokenizerTexts(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func writeHFModel(t *testing.T, fixture string, specials, eos []string) string {
 	if err := model.Save(dir, model.Checkpoint{Model: m, Tokenizer: tok}); err != nil {
 		t.Fatal(err)
 	}
-	tc, err := os.ReadFile(filepath.Join("..", "train", "testdata", "chat", fixture, "tokenizer_config.json"))
+	tc, err := os.ReadFile(filepath.Join("..", "prompt", "testdata", "chat", fixture, "tokenizer_config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,10 +79,10 @@ func TestHFModelFolderChatFormat(t *testing.T) {
 		head, genPrompt string
 		end             string
 	}{
-		{"qwen2.5-coder-7b-instruct", model.DefaultSpecials, []string{train.ImEnd, train.EndOfText},
-			"<|im_start|>system\n" + train.SystemPrompt + "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n", train.ImEnd},
+		{"qwen2.5-coder-7b-instruct", model.DefaultSpecials, []string{prompt.ImEnd, prompt.EndOfText},
+			"<|im_start|>system\n" + prompt.System + "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n", prompt.ImEnd},
 		{"meta-llama-3-8b-instruct", llama, []string{"<|eot_id|>", "<|end_of_text|>"},
-			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n" + train.SystemPrompt + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n",
+			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n" + prompt.System + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n",
 			"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
 	}
 	for _, tt := range tests {
@@ -92,18 +93,18 @@ func TestHFModelFolderChatFormat(t *testing.T) {
 		}
 		cfg := defaultConfig(t)
 		cfg.Run.OutDir, cfg.Model.InitCkpt = t.TempDir(), dir
-		ws, err := openWorkspace(context.Background(), cfg, task.SplitTrain)
+		ws, err := app.Open(context.Background(), cfg, task.SplitTrain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !ws.chat.Templated() {
-			t.Fatalf("%s: chat format %s, want the folder's template", tt.fixture, ws.chat.Name())
+		if !ws.Chat.Templated() {
+			t.Fatalf("%s: chat format %s, want the folder's template", tt.fixture, ws.Chat.Name())
 		}
 		inst, err := findInstance(context.Background(), ws, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := ws.prompter.Prompt(context.Background(), inst)
+		want, err := ws.Prompter.Prompt(context.Background(), inst)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,17 +116,17 @@ func TestHFModelFolderChatFormat(t *testing.T) {
 			t.Errorf("%s: summary lacks %q:\n%s", tt.fixture, s, summary)
 		}
 		// The policy stops at the format's end tokens.
-		m, err := ws.newModel()
+		m, err := ws.NewModel()
 		if err != nil {
 			t.Fatal(err)
 		}
-		pol, err := ws.newPolicy(m, 1e-3, 1)
+		pol, err := ws.NewPolicy(m, 1e-3, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var wantIDs []int
 		for _, s := range tt.stops {
-			id, _ := ws.tok.SpecialID(s)
+			id, _ := ws.Tok.SpecialID(s)
 			wantIDs = append(wantIDs, id)
 		}
 		if got := pol.StopTokens(); !slices.Equal(got, wantIDs) {
@@ -133,15 +134,15 @@ func TestHFModelFolderChatFormat(t *testing.T) {
 		}
 		// The warm start's examples: prompts in the template, replies
 		// closed by its end of turn.
-		ex, err := ws.heldoutExamples(context.Background())
+		ex, err := ws.HeldoutExamples(context.Background())
 		if err != nil || len(ex) == 0 {
 			t.Fatalf("%s: %d held-out examples, %v", tt.fixture, len(ex), err)
 		}
-		p, c := ws.tok.Decode(ex[0].Seq.Prompt), ws.tok.Decode(ex[0].Seq.Completion)
+		p, c := ws.Tok.Decode(ex[0].Seq.Prompt), ws.Tok.Decode(ex[0].Seq.Completion)
 		if !strings.HasPrefix(p, tt.head) || !strings.HasPrefix(c, "```diff\n") || !strings.HasSuffix(c, "```"+tt.end) {
 			t.Errorf("%s: example prompt %.80q... reply ...%q", tt.fixture, p, c[max(0, len(c)-40):])
 		}
-		if got := ws.chat.CompletionText(ws.tok, ex[0].Seq.Completion); got != strings.TrimSuffix(c, tt.end) {
+		if got := ws.Chat.CompletionText(ws.Tok, ex[0].Seq.Completion); got != strings.TrimSuffix(c, tt.end) {
 			t.Errorf("%s: completion text %q", tt.fixture, got)
 		}
 	}

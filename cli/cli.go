@@ -76,6 +76,7 @@ func commands() []command {
 		{"serve", "[--addr 127.0.0.1:8765] [--dataset D] [--token-file F] [--headless] [key.path=value ...]", "score patches over HTTP for other trainers (POST /v1/score, GET /v1/tasks, /healthz, /metrics), with the reward pool's panes", cmd(newServeOptions, serveRun)},
 		{"prompt", "--instance ID [--dataset D] [--config F] [key.path=value ...]", "print the prompt the policy sees for one instance, its tokens and the code it shows", cmd(newPromptOptions, promptRun)},
 		{"view", "RUN_DIR [--filter WORDS] [--list]", "browse a run's completions, patches, verdicts and metrics, finished or still training", cmd(newViewOptions, viewRun)},
+		{"plan", "[--model DIR|SHAPE] [--gpu-gib N] [--eval N] [key.path=value ...]", "the device memory plan of a run, without a device: each part, the total, what would make it fit", cmd(newPlanOptions, planRun)},
 		{"version", "[--config F] [key.path=value ...]", "print the version, the build and the device", cmd(configOnly("version"), versionRun)},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model/cuda"
 )
@@ -135,8 +136,8 @@ func (d smallDevice) Info() cuda.Info {
 // memory than the plan, sft stops before allocating, with the plan and
 // the settings that would fit.
 func TestMemoryPlanRefusesARunThatCannotFit(t *testing.T) {
-	saved := openDevice
-	t.Cleanup(func() { openDevice = saved })
+	saved := app.OpenDevice
+	t.Cleanup(func() { app.OpenDevice = saved })
 	out := t.TempDir()
 	hf := filepath.Join(out, "hf")
 	tinyPretrained(t, hf)
@@ -144,7 +145,7 @@ func TestMemoryPlanRefusesARunThatCannotFit(t *testing.T) {
 		"data.train_limit=1", "sample.max_new_tokens=400", "sft.steps=1"}
 	// Full fine-tuning needs about 100 MiB here (mostly activations of a
 	// 16,384-token micro-batch); with 60 MiB free, smaller micro-batches fit.
-	openDevice = func(context.Context, config.Config) (cuda.Device, error) {
+	app.OpenDevice = func(context.Context, config.Config) (cuda.Device, error) {
 		return smallDevice{cuda.NewCPU(), 60 << 20}, nil
 	}
 	code, stdout, stderr := runCLI(t, append([]string{"sft"}, common...)...)
@@ -165,7 +166,53 @@ func TestMemoryPlanRefusesARunThatCannotFit(t *testing.T) {
 // useCPUKernels makes model.device's engine run on its CPU kernels for
 // the test: the device path without a GPU.
 func useCPUKernels(t *testing.T) {
-	saved := openDevice
-	openDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
-	t.Cleanup(func() { openDevice = saved })
+	saved := app.OpenDevice
+	app.OpenDevice = func(context.Context, config.Config) (cuda.Device, error) { return cuda.NewCPU(), nil }
+	t.Cleanup(func() { app.OpenDevice = saved })
+}
+
+// TestRecomputeWhenThePlanNeedsIt: model.recompute=auto turns recomputed
+// activations on for a device whose free memory holds the run only with
+// them (and trains), and leaves them off where the run fits without.
+func TestRecomputeWhenThePlanNeedsIt(t *testing.T) {
+	saved := app.OpenDevice
+	t.Cleanup(func() { app.OpenDevice = saved })
+	out := t.TempDir()
+	common := []string{"run.out_dir=" + out, "model.device=cuda", "data.mini_tasks=20", "data.train_limit=1", "model.layers=4",
+		"model.d_model=32", "model.heads=2", "model.kv_heads=1", "model.d_ff=64", "model.vocab_size=300",
+		"sample.max_new_tokens=400", "sft.steps=2", "sft.synthetic_per_task=0", "sft.batch_size=1", "sft.heldout_every=0"}
+	sft := func(free uint64, args ...string) (string, string) {
+		t.Helper()
+		app.OpenDevice = func(context.Context, config.Config) (cuda.Device, error) {
+			return smallDevice{cuda.NewCPU(), free}, nil
+		}
+		os.RemoveAll(filepath.Join(out, "sft"))
+		code, stdout, stderr := runCLI(t, append(append([]string{"sft"}, common...), args...)...)
+		if code != ExitOK {
+			t.Fatalf("sft %v with %d bytes free: exit %d\n%s\n%s", args, free, code, stdout, stderr)
+		}
+		return stdout, stderr
+	}
+	total := func(stderr string) float64 {
+		t.Helper()
+		m := regexp.MustCompile(`total\s+([0-9.]+) MiB`).FindStringSubmatch(stderr)
+		if m == nil {
+			t.Fatalf("no plan total in MiB:\n%s", stderr)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	_, kept := sft(1<<40, "model.recompute=off")
+	_, again := sft(1<<40, "model.recompute=on")
+	keptMiB, againMiB := total(kept), total(again)
+	if againMiB >= keptMiB || !strings.Contains(again, "recomputed") {
+		t.Fatalf("recomputing holds %.1f MiB, keeping %.1f:\n%s", againMiB, keptMiB, again)
+	}
+	between := uint64((keptMiB + againMiB) / 2 * (1 << 20))
+	if _, stderr := sft(between); !strings.Contains(stderr, "recomputed") || total(stderr) != againMiB {
+		t.Errorf("auto with %.1f MiB free (kept %.1f, recomputed %.1f) does not recompute:\n%s", float64(between)/(1<<20), keptMiB, againMiB, stderr)
+	}
+	if _, stderr := sft(1 << 40); strings.Contains(stderr, "recomputed") {
+		t.Errorf("auto recomputes on a device that holds the run without:\n%s", stderr)
+	}
 }

@@ -8,9 +8,16 @@ import (
 	"path/filepath"
 	"strings"
 
+	"errors"
+	"github.com/swetui/swetui/agent"
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/reward"
+	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/task"
 	"github.com/swetui/swetui/train"
+	"time"
 )
 
 // evalOptions are `swetui eval`'s inputs.
@@ -22,8 +29,8 @@ type evalOptions struct {
 	Phase       string // the reward phase the predictions are scored in (--mode)
 	Report      string // score report; "" for <out> with .report.json
 	Temperature float64
-	Samples     int // replies per task for the well-formed rate; the first is the prediction
-	// ScoreSamples also scores every reply, not only the prediction: rates
+	Samples     int // replies per task for the well-formed rate; the first is the app.Prediction
+	// ScoreSamples also scores every reply, not only the app.Prediction: rates
 	// over Samples replies a task swing far less than over one.
 	ScoreSamples bool
 }
@@ -39,7 +46,7 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 	mode := phaseFlag(fs, "the curriculum phase to score in")
 	report := fs.String("report", "", "score report to write (default: <out> with .report.json)")
 	temperature := fs.Float64("temperature", 0.7, "sampling temperature (0 decodes greedily)")
-	samples := fs.Int("samples", 1, "replies sampled per task for the well-formed rate; the first is the prediction")
+	samples := fs.Int("samples", 1, "replies sampled per task for the well-formed rate; the first is the app.Prediction")
 	scoreSamples := fs.Bool("score-samples", false, "also score every reply in --mode (report: <out> with .samples.report.json)")
 	overrides, err := parseFlags(fs, args)
 	if err != nil {
@@ -73,88 +80,59 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 // score` scores them.
 func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	cfg := o.Config
-	// The checkpoint is the model as model.init_ckpt would be: its own
-	// tokenizer and chat template, read straight onto a device, adapters
-	// folded into their base.
-	cfg.Model.InitCkpt, cfg.Model.Tokenizer = o.Ckpt, ""
-	if _, ok := hfFolder(o.Ckpt); !ok {
-		return fmt.Errorf("eval: %s holds no tokenizer.json (nor its policy/): not a checkpoint swetui or Hugging Face wrote", o.Ckpt)
-	}
-	ws, err := openWorkspace(ctx, cfg, o.Split)
+	ev, err := app.OpenEval(ctx, cfg, o.Ckpt, o.Split, o.Samples)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	ws.sampleOnly = o.Samples
-	m, err := ws.newModel()
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	host, err := ws.newPolicy(m, cfg.Optim.LR, 1)
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	pol, err := ws.openPolicy(ctx, host, nil)
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	defer pol.Close()
-	fmt.Fprintf(env.Stderr, "eval: sampling on %s; prompts in %s\n", pol.Device, ws.chat.Name())
-	if n := contextNote(m); n != "" {
+	defer ev.Close()
+	ws := ev.Workspace
+	fmt.Fprintf(env.Stderr, "eval: sampling on %s; prompts in %s\n", ev.Policy.Device, ws.Chat.Name())
+	if n := app.ContextNote(ev.Model); n != "" {
 		fmt.Fprintf(env.Stderr, "eval: %s\n", n)
 	}
-	if pol.Dev != nil {
-		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.plan)
+	if ev.Policy.Dev != nil {
+		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.Plan)
 	}
 	f, err := os.Create(o.Out)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
 	enc := json.NewEncoder(f)
-	bar := newProgress(env, len(ws.tasks))
+	bar := newProgress(env, len(ws.Tasks))
 	valid := 0
-	var all []prediction
+	var all []app.Prediction
 	name := filepath.Base(filepath.Clean(o.Ckpt))
 	opts := train.SampleOptions{Temperature: o.Temperature, TopP: cfg.Sample.TopP, MaxNewTokens: cfg.Sample.MaxNewTokens}
-	for _, in := range ws.tasks {
-		prompt, err := train.PromptTokens(ctx, ws.prompter, ws.tok, in, cfg.Model.Context, opts.MaxNewTokens)
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("eval: %w", err)
-		}
-		replies, err := pol.Sample(ctx, prompt, o.Samples, opts)
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("eval %s: %w", in.InstanceID, err)
-		}
-		var first reward.Extraction
-		for i, r := range replies {
-			ex := reward.Extract(ws.chat.CompletionText(ws.tok, r.Tokens))
+	if cfg.Rollout.Mode == config.RolloutAgent {
+		f.Close()
+		return evalAgent(ctx, env, o, ev, opts)
+	}
+	err = ev.Predict(ctx, opts, o.Samples, func(in *task.Instance, replies []reward.Extraction) error {
+		for i, ex := range replies {
 			if ex.Valid() {
 				valid++
 			}
-			if i == 0 {
-				first = ex
-			}
 			if o.ScoreSamples {
-				all = append(all, prediction{InstanceID: in.InstanceID, Model: name, Patch: &ex.Diff, Sample: i})
+				all = append(all, app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &ex.Diff, Sample: i})
 			}
-		}
-		if err := enc.Encode(prediction{InstanceID: in.InstanceID, Model: name, Patch: &first.Diff}); err != nil {
-			f.Close()
-			return fmt.Errorf("eval: %w", err)
 		}
 		bar.step()
+		return enc.Encode(app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &replies[0].Diff})
+	})
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("eval: %w", err)
 	}
 	bar.done()
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	// The score below re-reads each written patch as a prediction, which can
+	// The score below re-reads each written patch as a app.Prediction, which can
 	// find a well-formed diff inside a malformed reply: its syntax-valid count
 	// may be higher than this one, which is what the training reward sees.
-	n := len(ws.tasks) * o.Samples
+	n := len(ws.Tasks) * o.Samples
 	fmt.Fprintf(env.Stdout, "eval: %d tasks x %d samples, %d replies with a well-formed diff (%.0f%%) at temperature %.2f; predictions: %s\n",
-		len(ws.tasks), o.Samples, valid, 100*float64(valid)/float64(max(1, n)), o.Temperature, o.Out)
+		len(ws.Tasks), o.Samples, valid, 100*float64(valid)/float64(max(1, n)), o.Temperature, o.Out)
 	base := strings.TrimSuffix(o.Out, filepath.Ext(o.Out))
 	report := o.Report
 	if report == "" {
@@ -165,5 +143,82 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	}
 	fmt.Fprintf(env.Stdout, "every reply:\n")
 	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: fmt.Sprintf("%s, %d replies a task", o.Out, o.Samples),
+		preds: all, Phase: o.Phase, Out: base + ".samples.report.json"})
+}
+
+// trajectoryLine is one line of agent mode's <out>.trajectories.jsonl: the
+// record rollouts.jsonl keeps of a trajectory (end, detail, turns), with
+// its task, its length in tokens and its diff.
+type trajectoryLine struct {
+	InstanceID string `json:"instance_id"`
+	Sample     int    `json:"sample,omitempty"` // which of the task's --samples
+	*event.Trajectory
+	Tokens int    `json:"tokens"`
+	Diff   string `json:"diff"`
+}
+
+// evalAgent is `swetui eval` in agent mode (rollout.mode = agent): --samples
+// trajectories a task, each in its own session, the first one's diff the
+// prediction (with --score-samples every one's is scored too), the
+// trajectories beside the predictions; scored as `swetui score` scores.
+func evalAgent(ctx context.Context, env Env, o evalOptions, ev *app.Eval, opts train.SampleOptions) error {
+	base := strings.TrimSuffix(o.Out, filepath.Ext(o.Out))
+	preds, err := os.Create(o.Out)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	defer preds.Close()
+	trajPath := base + ".trajectories.jsonl"
+	trajs, err := os.Create(trajPath)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	defer trajs.Close()
+	name := filepath.Base(filepath.Clean(o.Ckpt))
+	ends := map[agent.End]int{}
+	bar := newProgress(env, len(ev.Workspace.Tasks))
+	runID := "eval-" + time.Now().Format("20060102-150405-") + sandbox.NewNonce()[:6]
+	var all []app.Prediction
+	err = ev.PredictAgent(ctx, runID, opts, o.Samples, func(in *task.Instance, trs []agent.Trajectory) error {
+		bar.step()
+		for i, tr := range trs {
+			ends[tr.End]++
+			line, err := json.Marshal(trajectoryLine{InstanceID: in.InstanceID, Sample: i, Trajectory: app.TrajectoryRecord(tr), Tokens: len(tr.Tokens), Diff: tr.Diff})
+			if err != nil {
+				return err
+			}
+			if _, err := trajs.Write(append(line, '\n')); err != nil {
+				return err
+			}
+			if o.ScoreSamples {
+				all = append(all, app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &trs[i].Diff, Sample: i})
+			}
+		}
+		return json.NewEncoder(preds).Encode(app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &trs[0].Diff})
+	})
+	bar.done()
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if err := errors.Join(preds.Close(), trajs.Close()); err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	var said []string
+	for _, e := range []agent.End{agent.EndSubmitted, agent.EndTurnLimit, agent.EndContextFull, agent.EndTimeoutBudget, agent.EndContainer} {
+		if ends[e] > 0 {
+			said = append(said, fmt.Sprintf("%s %d", e, ends[e]))
+		}
+	}
+	fmt.Fprintf(env.Stdout, "eval: %d tasks x %d trajectories in agent mode (%s) at temperature %.2f; predictions: %s, trajectories: %s\n",
+		len(ev.Workspace.Tasks), o.Samples, strings.Join(said, ", "), o.Temperature, o.Out, trajPath)
+	report := o.Report
+	if report == "" {
+		report = base + ".report.json"
+	}
+	if err := scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: o.Out, Phase: o.Phase, Out: report}); err != nil || !o.ScoreSamples {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "every trajectory:\n")
+	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: fmt.Sprintf("%s, %d trajectories a task", o.Out, o.Samples),
 		preds: all, Phase: o.Phase, Out: base + ".samples.report.json"})
 }

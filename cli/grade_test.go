@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/internal/realdata"
 	"github.com/swetui/swetui/sandbox"
@@ -45,7 +46,7 @@ func TestGradeCommandOnHarnessLogs(t *testing.T) {
 		if code != ExitOK {
 			t.Fatalf("%s: exit %d: %s", idx.ID, code, stderr)
 		}
-		var got gradeReport
+		var got app.GradeReport
 		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 			t.Fatalf("%s: output is not JSON: %v", idx.ID, err)
 		}
@@ -115,7 +116,7 @@ func TestGradeCommandSwetuiLog(t *testing.T) {
 			if code != ExitOK {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			var got gradeReport
+			var got app.GradeReport
 			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 				t.Fatal(err)
 			}

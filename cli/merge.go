@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/model"
 )
 
@@ -40,18 +41,18 @@ func newMergeOptions(env Env, args []string) (mergeOptions, error) {
 // the base's layout (dtype, chat template and end-token files) that vLLM,
 // transformers and model.init_ckpt load.
 func mergeRun(ctx context.Context, env Env, o mergeOptions) error {
-	dir := modelDir(o.Adapter)
+	dir := app.ModelDir(o.Adapter)
 	if !model.IsAdapter(dir) {
 		return fmt.Errorf("merge: %s holds no adapter_config.json: not a LoRA adapter folder", o.Adapter)
 	}
 	base := o.Base
 	if base == "" {
-		base = baseDir(dir)
+		base = app.BaseDir(dir)
 		if base == dir {
 			return fmt.Errorf("merge: %s names no base model: give it with --base", dir)
 		}
 	}
-	ck, err := model.Load(modelDir(base), nil)
+	ck, err := model.Load(app.ModelDir(base), nil)
 	if err != nil {
 		return fmt.Errorf("merge: base model: %w", err)
 	}
@@ -62,7 +63,7 @@ func mergeRun(ctx context.Context, env Env, o mergeOptions) error {
 	if err := a.LoRA.Merge(ck.Model, ck.Model); err != nil {
 		return fmt.Errorf("merge: %w", err)
 	}
-	format, err := model.FormatOf(modelDir(base), o.Dtype)
+	format, err := model.FormatOf(app.ModelDir(base), o.Dtype)
 	if err != nil {
 		return fmt.Errorf("merge: %w", err)
 	}
@@ -74,6 +75,6 @@ func mergeRun(ctx context.Context, env Env, o mergeOptions) error {
 		return fmt.Errorf("merge: %w", err)
 	}
 	fmt.Fprintf(env.Stdout, "merged %d adapters (rank %d, alpha %g) of %s into %s: %s (%s)\n",
-		len(a.LoRA.Base), a.LoRA.Cfg.Rank, a.LoRA.Cfg.Alpha, dir, modelDir(base), o.Out, format.Dtype)
+		len(a.LoRA.Base), a.LoRA.Cfg.Rank, a.LoRA.Cfg.Alpha, dir, app.ModelDir(base), o.Out, format.Dtype)
 	return nil
 }

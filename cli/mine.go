@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/swetui/swetui/sandbox/kube"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,7 +123,7 @@ func mineRun(ctx context.Context, env Env, o mineOptions) error {
 	}
 
 	cfg := o.Config
-	d, err := sandbox.Connect(ctx, firstHost(cfg.Sandbox.Hosts))
+	d, err := sandbox.Connect(ctx, sandbox.ParseHosts(cfg.Sandbox.Hosts).FirstDocker())
 	if err != nil {
 		return fmt.Errorf("mine: %w", err)
 	}
@@ -141,7 +140,7 @@ func mineRun(ctx context.Context, env Env, o mineOptions) error {
 		return fmt.Errorf("mine: %w", err)
 	}
 	opts := sandbox.FromConfig(cfg, "")
-	opts.Hosts = []string{firstHost(cfg.Sandbox.Hosts)}
+	opts.Hosts = []string{sandbox.ParseHosts(cfg.Sandbox.Hosts).FirstDocker()}
 	opts.Events = &messagePrinter{w: env.Stderr, start: time.Now()}
 	pool, err := sandbox.NewPool(ctx, opts)
 	if err != nil {
@@ -214,21 +213,6 @@ func mineRun(ctx context.Context, env Env, o mineOptions) error {
 	fmt.Fprintf(env.Stdout, "wrote %d instance(s) to %s in %s\n", len(kept), o.Out, time.Since(start).Round(time.Second))
 	return nil
 }
-
-// firstHost is the Docker endpoint the miner uses: the first of
-// sandbox.hosts, else the local one.
-func firstHost(hosts []string) string {
-	for _, h := range hosts {
-		if !isKubeHost(h) {
-			return h
-		}
-	}
-	return ""
-}
-
-// isKubeHost says whether a sandbox.hosts entry is a Kubernetes namespace,
-// which has no Docker daemon to build, copy out of or mine with.
-func isKubeHost(h string) bool { return strings.HasPrefix(h, kube.Scheme+"://") }
 
 // writeRecords writes the dataset, one JSON object a line, replacing path
 // only once it is whole.

@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/sandbox"
-	"github.com/swetui/swetui/task"
 )
 
 // prepareOptions are `swetui prepare`'s inputs: the config, whose
@@ -50,46 +48,35 @@ func newPrepareOptions(env Env, args []string) (prepareOptions, error) {
 // it, unless a registry has it.
 func prepareRun(ctx context.Context, env Env, o prepareOptions) error {
 	cfg := o.Config
-	plan, err := planImages(ctx, cfg)
+	plan, err := app.PlanImages(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	if o.DryRun {
 		printPlan(env.Stdout, cfg, plan)
-		for _, h := range cfg.Sandbox.Hosts {
-			if isKubeHost(h) {
-				reg := sandbox.FromConfig(cfg, "").Kubernetes.Registry
-				if reg == "" {
-					reg = "no registry set: the cluster pulls them by their own names"
-				}
-				fmt.Fprintf(env.Stdout, "\nkubernetes host %s: its Pods pull the images from %s\n", h, reg)
+		for _, h := range sandbox.ParseHosts(cfg.Sandbox.Hosts).Other {
+			reg := sandbox.FromConfig(cfg, "").Kubernetes.Registry
+			if reg == "" {
+				reg = "no registry set: the cluster pulls them by their own names"
 			}
+			fmt.Fprintf(env.Stdout, "\nkubernetes host %s: its Pods pull the images from %s\n", h, reg)
 		}
 		return nil
 	}
 	var sources []sandbox.ImageSource
 	var errs []error
-	for _, im := range plan.images {
-		if im.err != nil {
-			errs = append(errs, fmt.Errorf("prepare %s: %w", im.src.Name, im.err))
+	for _, im := range plan.Images {
+		if im.Err != nil {
+			errs = append(errs, fmt.Errorf("prepare %s: %w", im.Src.Name, im.Err))
 			continue
 		}
-		sources = append(sources, im.src)
+		sources = append(sources, im.Src)
 	}
 	// Kubernetes hosts have no daemon to build on: the images are made on
 	// the Docker hosts (the local one if there are none) and pushed to the
 	// registry the Pods pull from.
-	var hosts, kubeHosts []string
-	for _, h := range cfg.Sandbox.Hosts {
-		if isKubeHost(h) {
-			kubeHosts = append(kubeHosts, h)
-		} else {
-			hosts = append(hosts, h)
-		}
-	}
-	if len(hosts) == 0 {
-		hosts = []string{""}
-	}
+	parsed := sandbox.ParseHosts(cfg.Sandbox.Hosts)
+	hosts, kubeHosts := parsed.DockerOrLocal(), parsed.Other
 	var peers []sandbox.Docker
 	defer func() {
 		for _, p := range peers {
@@ -150,149 +137,28 @@ func pushForKube(ctx context.Context, env Env, cfg config.Config, d sandbox.Dock
 	return errors.Join(errs...)
 }
 
-// imagePlan is how prepare gets one image, and the instances that use it.
-type imagePlan struct {
-	src       sandbox.ImageSource
-	how       string             // what the dry run shows
-	repo      *sandbox.RepoImage // the image built from a repository, if so
-	instances []string
-	err       error // why it cannot be had (no mirror, ...)
-}
-
-type preparePlan struct {
-	insts  []task.Instance
-	images []*imagePlan
-}
-
-// planImages lists the images of cfg's dataset (every split, the
-// include/exclude lists honoured) and how to get each.
-func planImages(ctx context.Context, cfg config.Config) (preparePlan, error) {
-	sel := cfg
-	sel.Data.Split, sel.Data.TrainLimit = task.SplitAll, 0
-	insts, err := task.Load(ctx, sel)
-	if err != nil {
-		return preparePlan{}, fmt.Errorf("prepare: dataset %s: %w", cfg.Data.Source, err)
-	}
-	plan := preparePlan{insts: insts}
-	var digest string
-	if cfg.Data.Source == task.MiniSource {
-		suite, err := task.GenerateMiniFor(cfg)
-		if err != nil {
-			return preparePlan{}, fmt.Errorf("prepare: %w", err)
-		}
-		digest = suite.Digest()
-	}
-	base := cfg.Prepare.BaseImage
-	if base == "" {
-		base = sandbox.BaseImage
-	}
-	byName := map[string]*imagePlan{}
-	for i := range insts {
-		in := &insts[i]
-		name := in.ImageName()
-		im := byName[name]
-		if im == nil {
-			im = &imagePlan{src: sandbox.ImageSource{Name: name}}
-			byName[name] = im
-			plan.images = append(plan.images, im)
-			switch {
-			case name == cfg.Sandbox.Image && cfg.Data.Source == task.MiniSource:
-				// The embedded suite's image: built here, no registry needed.
-				im.src.Context = func() (io.ReadCloser, error) { return task.OpenMiniBuildContext(ctx, cfg) }
-				if digest != "" {
-					// An image of another suite (seed, size, generator) is rebuilt.
-					im.src.Labels = map[string]string{task.MiniDigestLabel: digest}
-				}
-				im.how = "build the embedded suite FROM " + sandbox.BaseImage
-			case in.BuiltImage():
-				src, err := repoSource(cfg, in.Repo)
-				im.repo = &sandbox.RepoImage{Name: name, Base: base, Source: src, Full: cfg.Prepare.History == config.HistoryFull,
-					Install: task.InstallCommands(cfg.Prepare, in.Repo), Workdir: in.WorkdirOrDefault(), Network: cfg.Prepare.Network}
-				im.err = err
-			default:
-				im.how = "pull " + sandbox.RemoteImage(name)
-			}
-			if r := cfg.Prepare.Registry; r != "" {
-				im.src.Remote = sandbox.RegistryRef(r, sandbox.RemoteImage(name))
-				im.src.PullFirst = im.src.Context != nil || im.repo != nil
-				if cfg.Prepare.Push && im.src.PullFirst {
-					im.src.Push = im.src.Remote
-				}
-				if im.repo == nil && im.src.Context == nil {
-					im.how = "pull " + im.src.Remote
-				}
-			}
-		}
-		im.instances = append(im.instances, in.InstanceID)
-		if im.repo != nil && !slices.Contains(im.repo.Commits, in.BaseCommit) {
-			im.repo.Commits = append(im.repo.Commits, in.BaseCommit)
-		}
-	}
-	for _, im := range plan.images {
-		if im.repo == nil {
-			continue
-		}
-		src := im.repo.ImageSource(ctx)
-		src.Remote, src.PullFirst, src.Push = im.src.Remote, im.src.PullFirst, im.src.Push
-		im.src = src
-		hist := fmt.Sprintf("%d base commit(s)", len(im.repo.Commits))
-		if im.repo.Full {
-			hist = "full history, " + hist + " checked"
-		}
-		im.how = fmt.Sprintf("build FROM %s: %s at %s (%s)", im.repo.Base, im.repo.Source, im.repo.Workdir, hist)
-		if im.src.PullFirst {
-			im.how = "pull " + im.src.Remote + " if there, else " + im.how
-		}
-		if im.src.Push != "" {
-			im.how += ", then push " + im.src.Push
-		}
-	}
-	return plan, nil
-}
-
-// repoSource is where a repository's git history comes from: a mirror in
-// reward.repos_dir (owner__name, bare or not, as the apply checks read it),
-// else prepare.repo_url.
-func repoSource(cfg config.Config, repo string) (string, error) {
-	if dir := cfg.Reward.ReposDir; dir != "" {
-		p := filepath.Join(dir, task.RepoDirName(repo))
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p, nil
-		}
-	}
-	if u := cfg.Prepare.RepoURL; u != "" {
-		return strings.ReplaceAll(u, "{repo}", repo), nil
-	}
-	where := "reward.repos_dir is not set"
-	if cfg.Reward.ReposDir != "" {
-		where = "not in reward.repos_dir (" + filepath.Join(cfg.Reward.ReposDir, task.RepoDirName(repo)) + ")"
-	}
-	return "", fmt.Errorf("no git source for %s: %s; put a clone (bare or not) there, or set prepare.repo_url "+
-		"(for example https://github.com/{repo}.git)", repo, where)
-}
-
 // printPlan is the dry run: each image and how it would be had, then what
 // each instance runs, with the fields swetui derived marked.
-func printPlan(w io.Writer, cfg config.Config, plan preparePlan) {
-	fmt.Fprintf(w, "dataset %s: %d instance(s), %d image(s)\n", cfg.Data.Source, len(plan.insts), len(plan.images))
-	for _, im := range plan.images {
-		fmt.Fprintf(w, "\nimage %s\n", im.src.Name)
-		if im.err != nil {
-			fmt.Fprintf(w, "  cannot be had: %v\n", im.err)
+func printPlan(w io.Writer, cfg config.Config, plan app.PreparePlan) {
+	fmt.Fprintf(w, "dataset %s: %d instance(s), %d image(s)\n", cfg.Data.Source, len(plan.Insts), len(plan.Images))
+	for _, im := range plan.Images {
+		fmt.Fprintf(w, "\nimage %s\n", im.Src.Name)
+		if im.Err != nil {
+			fmt.Fprintf(w, "  cannot be had: %v\n", im.Err)
 		} else {
-			fmt.Fprintf(w, "  %s\n", im.how)
+			fmt.Fprintf(w, "  %s\n", im.How)
 		}
-		if im.repo != nil {
+		if im.Repo != nil {
 			install := "none"
-			if len(im.repo.Install) > 0 {
-				install = strings.Join(im.repo.Install, "; ")
+			if len(im.Repo.Install) > 0 {
+				install = strings.Join(im.Repo.Install, "; ")
 			}
-			fmt.Fprintf(w, "  install: %s (network %s)\n", install, im.src.Network)
+			fmt.Fprintf(w, "  install: %s (network %s)\n", install, im.Src.Network)
 		}
-		fmt.Fprintf(w, "  instances: %s\n", strings.Join(im.instances, ", "))
+		fmt.Fprintf(w, "  instances: %s\n", strings.Join(im.Instances, ", "))
 	}
-	for i := range plan.insts {
-		in := &plan.insts[i]
+	for i := range plan.Insts {
+		in := &plan.Insts[i]
 		mark := func(field string) string {
 			if slices.Contains(in.Derived, field) {
 				return "  (derived)"
@@ -345,7 +211,7 @@ func nonEmptyLines(s string) []string {
 // the hosts prepared before it.
 func prepareHost(ctx context.Context, env Env, d sandbox.Docker, sources []sandbox.ImageSource, peers []sandbox.Docker) error {
 	where := d.DaemonHost()
-	if err := ensureBase(ctx, env, d, sources, peers); err != nil {
+	if err := app.EnsureBase(ctx, env.Stderr, d, sources, peers); err != nil {
 		return fmt.Errorf("prepare on %s: %w", where, err)
 	}
 	fmt.Fprintf(env.Stderr, "preparing %d image(s) on %s\n", len(sources), where)
@@ -376,52 +242,6 @@ func prepareHost(ctx context.Context, env Env, d sandbox.Docker, sources []sandb
 		return fmt.Errorf("prepare on %s: %w", where, err)
 	}
 	return nil
-}
-
-// ensureBase makes sure the local base image is there when something will
-// be built FROM it on d: a build cannot pull it. A peer's copy is streamed;
-// otherwise the error says how to make it.
-func ensureBase(ctx context.Context, env Env, d sandbox.Docker, sources []sandbox.ImageSource, peers []sandbox.Docker) error {
-	builds := false
-	for _, s := range sources {
-		builds = builds || s.Context != nil
-	}
-	if !builds {
-		return nil
-	}
-	if missing, err := sandbox.Missing(ctx, d, []string{sandbox.BaseImage}); err != nil || len(missing) == 0 {
-		return err
-	}
-	// Only what is missing here and on every peer gets built.
-	var toBuild []string
-	for _, s := range sources {
-		if s.Context == nil {
-			continue
-		}
-		if m, err := sandbox.Missing(ctx, d, []string{s.Name}); err != nil || len(m) == 0 {
-			continue
-		}
-		onPeer := false
-		for _, p := range peers {
-			if m, err := sandbox.Missing(ctx, p, []string{s.Name}); err == nil && len(m) == 0 {
-				onPeer = true
-			}
-		}
-		if !onPeer {
-			toBuild = append(toBuild, s.Name)
-		}
-	}
-	if len(toBuild) == 0 {
-		return nil
-	}
-	for _, p := range peers {
-		if m, err := sandbox.Missing(ctx, p, []string{sandbox.BaseImage}); err == nil && len(m) == 0 {
-			fmt.Fprintf(env.Stderr, "  streaming base image %s from %s\n", sandbox.BaseImage, p.DaemonHost())
-			return sandbox.Stream(ctx, p, d, sandbox.BaseImage, nil)
-		}
-	}
-	return fmt.Errorf("base image %s is missing: build it with `bash .ci/base-image.sh` (make setup does) "+
-		"on that host", sandbox.BaseImage)
 }
 
 // progressPrinter shows build output and pull progress: on a terminal the

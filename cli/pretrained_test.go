@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
@@ -41,7 +42,7 @@ func tinyPretrainedAt(t *testing.T, dir string, maxPositions int) {
 	for i, w := range m.Weights() { // bf16 values, as a bf16 checkpoint holds them
 		m.Weights()[i] = math.Float32frombits(math.Float32bits(w) &^ 0xffff)
 	}
-	tc, err := os.ReadFile("../train/testdata/chat/qwen2.5-coder-7b-instruct/tokenizer_config.json")
+	tc, err := os.ReadFile("../prompt/testdata/chat/qwen2.5-coder-7b-instruct/tokenizer_config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,13 +250,13 @@ func TestDeviceWeightsAreNeverOnTheHost(t *testing.T) {
 	}{{"cuda", 4, false}, {"cuda", 0, false}, {"cpu", 4, true}, {"cpu", 0, true}} {
 		cfg := config.Default()
 		cfg.Model.Device, cfg.LoRA.Rank, cfg.Model.InitCkpt = tc.device, tc.rank, hf
-		ws := &workspace{cfg: cfg}
-		m, err := ws.newModel()
+		ws := &app.Workspace{Cfg: cfg}
+		m, err := ws.NewModel()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.HasWeights() != tc.onHost || (ws.source != nil) == tc.onHost {
-			t.Errorf("device %s, lora.rank %d: weights on the host %v (source %v), want %v", tc.device, tc.rank, m.HasWeights(), ws.source != nil, tc.onHost)
+		if m.HasWeights() != tc.onHost || (ws.Source != nil) == tc.onHost {
+			t.Errorf("device %s, lora.rank %d: weights on the host %v (source %v), want %v", tc.device, tc.rank, m.HasWeights(), ws.Source != nil, tc.onHost)
 		}
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
-	"github.com/swetui/swetui/train"
 )
 
 // promptOptions are `swetui prompt`'s inputs.
@@ -44,7 +45,7 @@ func newPromptOptions(env Env, args []string) (promptOptions, error) {
 
 // planner is a prompter that says what its prompts show.
 type planner interface {
-	Plan(ctx context.Context, inst *task.Instance) (train.PromptPlan, error)
+	Plan(ctx context.Context, inst *task.Instance) (prompt.Plan, error)
 }
 
 // promptRun implements `swetui prompt`: the prompt the policy sees for one
@@ -64,7 +65,7 @@ func promptRun(ctx context.Context, env Env, o promptOptions) error {
 			cfg.Run.OutDir = tmp
 		}
 	}
-	ws, err := openWorkspace(ctx, cfg, task.SplitTrain)
+	ws, err := app.Open(ctx, cfg, task.SplitTrain)
 	if err != nil {
 		return fmt.Errorf("prompt: %w", err)
 	}
@@ -72,21 +73,21 @@ func promptRun(ctx context.Context, env Env, o promptOptions) error {
 	if err != nil {
 		return err
 	}
-	text, err := ws.prompter.Prompt(ctx, inst)
+	text, err := ws.Prompter.Prompt(ctx, inst)
 	if err != nil {
 		return fmt.Errorf("prompt: %w", err)
 	}
-	var plan train.PromptPlan
-	if p, ok := ws.prompter.(planner); ok {
+	var plan prompt.Plan
+	if p, ok := ws.Prompter.(planner); ok {
 		if plan, err = p.Plan(ctx, inst); err != nil {
 			return fmt.Errorf("prompt: %w", err)
 		}
 	}
-	toks := ws.tok.Encode(text)
+	toks := ws.Tok.Encode(text)
 	room := cfg.Model.Context - cfg.Sample.MaxNewTokens
-	seen := train.FitPrompt(toks, cfg.Model.Context, cfg.Sample.MaxNewTokens)
+	seen := prompt.Fit(toks, cfg.Model.Context, cfg.Sample.MaxNewTokens)
 	if len(seen) < len(toks) {
-		text = ws.tok.Decode(seen)
+		text = ws.Tok.Decode(seen)
 	}
 	fmt.Fprint(env.Stdout, text)
 	if !strings.HasSuffix(text, "\n") {
@@ -94,19 +95,19 @@ func promptRun(ctx context.Context, env Env, o promptOptions) error {
 	}
 	writePlan(env.Stdout, cfg, inst, plan, len(toks), room)
 	fmt.Fprintf(env.Stdout, "chat format: %s; a reply ends with %s; sampling stops at %s\n",
-		ws.chat.Name(), ws.chat.EndOfTurn(), strings.Join(ws.chat.StopTexts(), ", "))
+		ws.Chat.Name(), ws.Chat.EndOfTurn(), strings.Join(ws.Chat.StopTexts(), ", "))
 	return nil
 }
 
 // findInstance finds id in the dataset, whatever its split and
 // data.include or data.exclude say, with its repository on this host.
-func findInstance(ctx context.Context, ws *workspace, id string) (*task.Instance, error) {
-	for _, in := range ws.tasks {
+func findInstance(ctx context.Context, ws *app.Workspace, id string) (*task.Instance, error) {
+	for _, in := range ws.Tasks {
 		if in.InstanceID == id {
 			return in, nil
 		}
 	}
-	c := ws.cfg
+	c := ws.Cfg
 	c.Data.Split, c.Data.Include, c.Data.Exclude, c.Data.TrainLimit = task.SplitAll, nil, nil, 0
 	all, err := task.Load(ctx, c)
 	if err != nil {
@@ -115,7 +116,7 @@ func findInstance(ctx context.Context, ws *workspace, id string) (*task.Instance
 	for i := range all {
 		if in := &all[i]; in.InstanceID == id {
 			if c.Data.Source != task.MiniSource {
-				ws.findRepos([]*task.Instance{in})
+				ws.FindRepos([]*task.Instance{in})
 			}
 			return in, nil
 		}
@@ -125,7 +126,7 @@ func findInstance(ctx context.Context, ws *workspace, id string) (*task.Instance
 
 // writePlan writes the summary under the prompt: tokens against the
 // budget, the setting, and each file shown whole, in part or not at all.
-func writePlan(w io.Writer, cfg config.Config, inst *task.Instance, plan train.PromptPlan, tokens, room int) {
+func writePlan(w io.Writer, cfg config.Config, inst *task.Instance, plan prompt.Plan, tokens, room int) {
 	budget := "model.context - sample.max_new_tokens"
 	if cfg.Data.PromptTokens > 0 {
 		budget = "data.prompt_tokens"
@@ -142,7 +143,7 @@ func writePlan(w io.Writer, cfg config.Config, inst *task.Instance, plan train.P
 		head += fmt.Sprintf(" of a %d-token budget (%s); data.prompt = %s", plan.Budget, budget, setting)
 	default:
 		head += fmt.Sprintf(" (%d fit); data.prompt = oracle, files cut from their end to %d bytes in all (data.prompt_tokens = 0: the shipped warm start's prompts)",
-			room, maxContextBytes(cfg))
+			room, app.MaxContextBytes(cfg))
 	}
 	if setting != cfg.Data.Prompt {
 		head += fmt.Sprintf(" instead of %s", cfg.Data.Prompt)

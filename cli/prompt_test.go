@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/task"
 )
 
@@ -22,7 +23,7 @@ func TestPromptCommandDefault(t *testing.T) {
 	}
 	cfg := defaultConfig(t)
 	cfg.Run.OutDir = t.TempDir()
-	ws, err := openWorkspace(context.Background(), cfg, task.SplitTrain)
+	ws, err := app.Open(context.Background(), cfg, task.SplitTrain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func TestPromptCommandDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := ws.prompter.Prompt(context.Background(), inst)
+	want, err := ws.Prompter.Prompt(context.Background(), inst)
 	if err != nil {
 		t.Fatal(err)
 	}

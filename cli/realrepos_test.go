@@ -15,13 +15,14 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/internal/realdata"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 )
 
 // realReposDataset is the dataset `swetui mine` made from the real
-// repositories' bundles (internal/realdata; README: "Mining tasks from a
+// repositories' bundles (internal/realdata; docs/datasets.md: "Mining tasks from a
 // repository").
 const realReposDataset = "../task/testdata/realrepos.jsonl"
 
@@ -167,7 +168,7 @@ func TestRealReposDataset(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rep scoreReport
+			var rep app.ScoreReport
 			if err := json.Unmarshal(b, &rep); err != nil {
 				t.Fatal(err)
 			}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/internal/durable"
-	"github.com/swetui/swetui/train"
 )
 
 // eventRecord is one line of events.jsonl: what the headless printer (and
@@ -43,7 +43,7 @@ type runSummary struct {
 // the trainer's RunInfo says where a resumed run picks up.
 func recordEvents(out string, events <-chan event.Event, start time.Time) (runSummary, error) {
 	var sum runSummary
-	path := filepath.Join(out, "events.jsonl")
+	path := filepath.Join(out, history.EventsFile)
 	log, _, err := durable.OpenLog(path, nil)
 	if err != nil {
 		for range events { // keep the bus from waiting on us
@@ -56,7 +56,7 @@ func recordEvents(out string, events <-chan event.Event, start time.Time) (runSu
 		switch e := ev.(type) {
 		case event.RunInfo:
 			if e.ResumedStep > 0 || e.ResumedSFTStep > 0 {
-				cut := train.Cut{GRPOStep: e.ResumedStep, SFTStep: e.ResumedSFTStep}
+				cut := history.Cut{GRPOStep: e.ResumedStep, SFTStep: e.ResumedSFTStep}
 				if e.ResumedStep > 0 {
 					cut.SFTStep = math.MaxInt
 				}
@@ -145,7 +145,7 @@ func printRunSummary(w io.Writer, s runSummary, out, resume string) {
 		fmt.Fprintf(w, "  checkpoint   %s\n", s.Checkpoint)
 	}
 	fmt.Fprintf(w, "  resume       %s\n", resume)
-	fmt.Fprintf(w, "  curves       tensorboard --logdir %s\n", filepath.Join(out, "tb"))
-	fmt.Fprintf(w, "  history      %s, %s, %s\n", filepath.Join(out, "metrics.jsonl"), filepath.Join(out, "rollouts.jsonl"), filepath.Join(out, "events.jsonl"))
+	fmt.Fprintf(w, "  curves       tensorboard --logdir %s\n", filepath.Join(out, history.TensorBoardDir))
+	fmt.Fprintf(w, "  history      %s, %s, %s\n", filepath.Join(out, history.MetricsFile), filepath.Join(out, history.RolloutsFile), filepath.Join(out, history.EventsFile))
 	fmt.Fprintf(w, "  browse       swetui view %s\n", out)
 }

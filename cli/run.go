@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
-	"github.com/swetui/swetui/model"
-	"github.com/swetui/swetui/policy"
 	"github.com/swetui/swetui/train"
 	"github.com/swetui/swetui/ui"
 )
@@ -41,15 +40,10 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	ws, err := openWorkspace(ctx, cfg, "train")
+	ws, err := app.Open(ctx, cfg, "train")
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	shippedNote, err := ws.useShippedWarmStart()
-	if err != nil {
-		return fmt.Errorf("run: %w", err)
-	}
-
 	// One bus carries the run's events: the trainer's, and the pool's logs,
 	// state and host health straight from the sandbox.
 	bus := event.NewBus()
@@ -65,106 +59,16 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 		}
 		recorded <- sum
 	}()
-	scorer, pool, dockerErr := ws.rewards(ctx, cfg.Run.Name, bus) // containers carry swetui.run=<run.name>
-	defer scorer.Close()
-	defer closePool(ctx, pool)
-	if dockerErr != nil && cfg.Curriculum.Phase == config.PhaseDocker {
-		return fmt.Errorf("run: curriculum.phase=docker needs Docker: %w", dockerErr)
-	}
-
-	m, err := ws.newModel()
+	r, err := app.OpenRun(ctx, ws, bus)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	pol, err := ws.newPolicy(m, cfg.Optim.LR, cfg.Run.MaxSteps)
-	if err != nil {
-		return fmt.Errorf("run: %w", err)
-	}
-	if err := ws.withLoRA(pol); err != nil {
-		return fmt.Errorf("run: %w", err)
-	}
-	deps := train.Deps{Policy: pol, Tokenizer: ws.tok, Scorer: scorer,
-		Prompter: ws.prompter, Chat: ws.chat, Tasks: ws.tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
-		BLAS: model.BLASName(), Hosts: hostsOf(cfg)}
-	// Without a KL term (grpo.kl_coef = 0) no reference is kept: no copy of
-	// the weights, none in checkpoints.
-	var ref *policy.ModelReference
-	if cfg.GRPO.KLCoef > 0 {
-		// With LoRA the frozen base is the reference; a layout streamed to
-		// the device is read again for it there: neither copies on the host.
-		refModel := pol.Base()
-		if pol.LoRA() == nil && m.HasWeights() {
-			refModel = m.Clone()
-		}
-		ref = &policy.ModelReference{Model: refModel, Temp: cfg.Sample.Temperature}
-		pol.Ref, deps.Reference = ref, ref
-	}
-	// On a GPU the policy and reference live on the device, and the warm
-	// start trains there too (sftStage.dev).
-	on, err := ws.openPolicy(ctx, pol, ref)
-	if err != nil {
-		return fmt.Errorf("run: %w", err)
-	}
-	defer on.Close()
-	upload := func() error { return nil }
-	planNote := ""
-	if dp := on.Dev; dp != nil {
-		deps.Policy, deps.Store = dp, dp
-		if dp.Ref != nil {
-			deps.Reference = dp.Ref
-		}
-		deps.BLAS += " · warm start and GRPO on " + on.Device
-		planNote = fmt.Sprintf("memory plan on %s:\n%s", on.Device, ws.plan)
-		upload = func() error {
-			// The warmed-up weights, and GRPO's own fresh AdamW moments.
-			if err := dp.P.Load(pol.Model, dp.P.Optim); err != nil {
-				return err
-			}
-			if dp.Ref == nil {
-				return nil
-			}
-			return dp.Ref.R.Engine.Upload(pol.Model)
-		}
-	}
-	if cfg.Run.SFTFirst && cfg.Model.InitCkpt == "" {
-		stage, err := newSFTStage(ws, pol, ref)
-		if err != nil {
-			return fmt.Errorf("run: %w", err)
-		}
-		stage.after = upload
-		if on.Dev != nil {
-			stage.dev, stage.where = on.Dev, on.Device
-		}
-		deps.Warmup = stage
-	}
-	if l := pol.LoRA(); l != nil {
-		deps.BLAS += fmt.Sprintf(" · LoRA rank %d", l.Cfg.Rank)
-	}
-	tr := train.New(cfg, deps)
-
-	done := make(chan error, 1)
-	go func() { done <- tr.Run(ctx) }()
-	if shippedNote != "" {
-		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: shippedNote})
-	}
-	if n := contextNote(m); n != "" {
-		bus.Publish(event.Message{Level: event.Warn, Time: time.Now(), Text: n})
-	}
-	if l := pol.LoRA(); l != nil {
-		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: loraNote(l, pol.Model.NumParams())})
-	}
-	if planNote != "" {
-		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: planNote})
-	}
-	if dockerErr != nil {
-		bus.Publish(event.Message{Level: event.Warn, Time: time.Now(),
-			Text: fmt.Sprintf("docker phase unavailable: %v; syntax and apply-only still run", dockerErr)})
-	} else if n := pool.Reaped(); n > 0 {
-		bus.Publish(event.Message{Level: event.Info, Time: time.Now(), Text: fmt.Sprintf("reaped %d containers left by earlier runs", n)})
-	}
+	defer r.Close()
+	tr := r.Trainer
+	done := r.Start(ctx)
 
 	if env.IsTerminal && !o.Headless {
-		tok := ws.tok // names the tokens of the history's completions (v)
+		tok := ws.Tok // names the tokens of the history's completions (v)
 		uiErr := ui.Run(ctx, tr, sub.Events(), ui.Options{UI: cfg.UI, Drops: sub.Dropped, Input: env.Stdin, Output: env.Stdout,
 			Decode: func(id int) string { return tok.Decode([]int{id}) }})
 		tr.Stop()
@@ -207,14 +111,4 @@ func resumeCommand(args []string) string {
 		parts = append(parts, "run.resume=auto")
 	}
 	return strings.Join(parts, " ")
-}
-
-func hostsOf(cfg config.Config) []string {
-	if len(cfg.Sandbox.Hosts) > 0 {
-		return cfg.Sandbox.Hosts
-	}
-	if h := os.Getenv("DOCKER_HOST"); h != "" {
-		return []string{h}
-	}
-	return []string{"unix:///var/run/docker.sock"}
 }

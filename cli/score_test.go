@@ -8,17 +8,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/task"
 )
 
-func readScoreReport(t testing.TB, path string) scoreReport {
+func readScoreReport(t testing.TB, path string) app.ScoreReport {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep scoreReport
+	var rep app.ScoreReport
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatalf("report: %v", err)
 	}
@@ -90,7 +91,7 @@ func TestScorePredictionsFile(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	rep := readScoreReport(t, out)
-	byID := map[string]scoreEntry{}
+	byID := map[string]app.ScoreEntry{}
 	for _, e := range rep.Instances {
 		byID[e.InstanceID] = e
 	}
@@ -124,7 +125,7 @@ func TestScorePredictionsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if code, _, stderr := runCLI(t, "score", "--predictions", dup, "--mode", "syntax", "data.mini_tasks=3"); code != ExitFailure || !strings.Contains(stderr, "twice") {
-		t.Errorf("duplicate prediction: exit %d, %s", code, stderr)
+		t.Errorf("duplicate app.Prediction: exit %d, %s", code, stderr)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/sandbox"
@@ -98,9 +99,9 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 	}
 	defer l.Close()
 	addr = l.Addr().String() // port 0 resolved: the console's title, the listening line
-	ws, err := serveWorkspace(ctx, cfg)
+	ws, err := app.OpenTasks(ctx, cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
 	// The run's containers carry its id; a nonce keeps two servers started
 	// in the same second apart.
@@ -121,12 +122,12 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 		sub = bus.Subscribe(train.EventBuffer)
 		events = bus
 	}
-	scorer, pool, dockerErr := ws.rewards(ctx, runID, events) // reaps what dead runs left on the hosts
+	scorer, pool, dockerErr := ws.Rewards(ctx, runID, events) // reaps what dead runs left on the hosts
 	defer scorer.Close()
-	defer closePool(ctx, pool) // after the server has stopped: removes this run's containers
+	defer app.ClosePool(ctx, pool) // after the server has stopped: removes this run's containers
 
 	opts := serve.FromConfig(cfg.Serve, cfg.Sandbox.Workers)
-	opts.Scorer, opts.Tasks, opts.Token, opts.Events, opts.Hosts = scorer, ws.tasks, token, events, hostsOf(cfg)
+	opts.Scorer, opts.Tasks, opts.Token, opts.Events, opts.Hosts = scorer, ws.Tasks, token, events, sandbox.ParseHosts(cfg.Sandbox.Hosts).Shown()
 	opts.RequestLines = !tui
 	if cfg.Serve.InlineInstances {
 		opts.Decode = func(b []byte) (task.Instance, error) { return task.DecodeInstance(b, cfg) }
@@ -137,6 +138,9 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 		docker = fmt.Sprintf("docker unavailable (%v): syntax and apply-only only", dockerErr)
 	} else {
 		opts.Pool = pool
+		if cfg.Serve.MaxSessions > 0 {
+			opts.OpenSession, opts.Sessions = app.ServeSessions(cfg, pool), serve.SessionsFromConfig(cfg.Serve)
+		}
 		if n := pool.Reaped(); n > 0 {
 			docker += fmt.Sprintf(", reaped %d containers left by earlier runs", n)
 		}
@@ -150,7 +154,7 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 		auth = "bearer token required"
 	}
 	fmt.Fprintf(env.Stdout, "swetui serve: listening on http://%s (run %s, %d tasks of %s, %s, %s)\n",
-		l.Addr(), runID, len(ws.tasks), cfg.Data.Source, auth, docker)
+		l.Addr(), runID, len(ws.Tasks), cfg.Data.Source, auth, docker)
 
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
@@ -165,31 +169,7 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 	} else {
 		err = <-done
 	}
-	closePool(ctx, pool) // now, so that the line below is true
+	app.ClosePool(ctx, pool) // now, so that the line below is true
 	fmt.Fprintf(env.Stdout, "swetui serve: stopped; the containers of run %s are removed\n", runID)
 	return err
-}
-
-// serveWorkspace loads the tasks the server offers: every split of
-// data.source (data.include and data.exclude still apply), with their
-// repositories on the host for the apply checks (the embedded suite's, or
-// reward.repos_dir's clones).
-func serveWorkspace(ctx context.Context, cfg config.Config) (*workspace, error) {
-	cfg.Data.Split, cfg.Data.TrainLimit = task.SplitAll, 0
-	insts, err := task.Load(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("serve: dataset %s: %w", cfg.Data.Source, err)
-	}
-	ws := &workspace{cfg: cfg, repos: map[string]string{}}
-	for i := range insts {
-		ws.tasks = append(ws.tasks, &insts[i])
-	}
-	if cfg.Data.Source != task.MiniSource {
-		ws.findRepos(ws.tasks)
-		return ws, nil
-	}
-	if ws.repos, err = task.MaterializeMini(ctx, task.DefaultCacheDir(), cfg); err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
-	}
-	return ws, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/sandbox"
@@ -17,7 +18,7 @@ import (
 // BenchmarkServeOverhead is the cost of a request through `swetui serve`
 // over the scorer call `swetui score` makes for the same patch (the
 // embedded suite's gold patches, one a request, one request at a time):
-// per phase, score is reward.Scorer.ScoreDiffs as scoreOne calls it, serve
+// per phase, score is reward.Scorer.ScoreDiffs as app.ScoreOne calls it, serve
 // is POST /v1/score on loopback to a server over that scorer, its cache
 // off (no_cache), and cached is the same request answered from the cache.
 //
@@ -27,15 +28,15 @@ func BenchmarkServeOverhead(b *testing.B) {
 	ctx := context.Background()
 	cfg := config.Default()
 	cfg.Data.MiniTasks = 16
-	ws, err := serveWorkspace(ctx, cfg)
+	ws, err := app.OpenTasks(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	scorer, pool, dockerErr := ws.rewards(ctx, "bench-serve-"+sandbox.NewNonce()[:6], event.Discard)
+	scorer, pool, dockerErr := ws.Rewards(ctx, "bench-serve-"+sandbox.NewNonce()[:6], event.Discard)
 	defer scorer.Close()
-	defer closePool(ctx, pool)
+	defer app.ClosePool(ctx, pool)
 	opts := serve.FromConfig(cfg.Serve, cfg.Sandbox.Workers)
-	opts.Scorer, opts.Tasks, opts.DockerErr = scorer, ws.tasks, dockerErr
+	opts.Scorer, opts.Tasks, opts.DockerErr = scorer, ws.Tasks, dockerErr
 	srv, err := serve.New("127.0.0.1:0", opts)
 	if err != nil {
 		b.Fatal(err)
@@ -50,7 +51,7 @@ func BenchmarkServeOverhead(b *testing.B) {
 	defer func() { stop(); <-done }()
 	url := "http://" + l.Addr().String() + "/v1/score"
 	post := func(b *testing.B, i int, phase string, noCache bool) {
-		in := ws.tasks[i%len(ws.tasks)]
+		in := ws.Tasks[i%len(ws.Tasks)]
 		body, _ := json.Marshal(serve.ScoreRequest{InstanceID: in.InstanceID, Patches: []string{in.Patch}, Phase: phase, NoCache: noCache})
 		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -70,7 +71,7 @@ func BenchmarkServeOverhead(b *testing.B) {
 		}
 		b.Run(phase+"/score", func(b *testing.B) {
 			for i := range b.N {
-				in := ws.tasks[i%len(ws.tasks)]
+				in := ws.Tasks[i%len(ws.Tasks)]
 				vs, err := scorer.ScoreDiffs(ctx, in, []string{in.Patch}, phase)
 				if err != nil || !vs[0].SyntaxOK {
 					b.Fatal(err, vs)

@@ -34,6 +34,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/sandbox"
@@ -61,7 +62,7 @@ type servedCLI struct {
 
 // startServe runs `swetui serve --headless args...` on a loopback port
 // until the test ends (or stop), and waits until it answers.
-func startServe(t *testing.T, args ...string) *servedCLI {
+func startServe(t testing.TB, args ...string) *servedCLI {
 	t.Helper()
 	defaults, err := os.ReadFile("../config.toml")
 	if err != nil {
@@ -192,7 +193,7 @@ func TestServeGoldThroughPythonClient(t *testing.T) {
 	var preds bytes.Buffer
 	for _, in := range insts {
 		for _, patch := range []string{in.Patch, ""} {
-			line, _ := json.Marshal(prediction{InstanceID: in.InstanceID, Model: "gold or empty", Patch: &patch})
+			line, _ := json.Marshal(app.Prediction{InstanceID: in.InstanceID, Model: "gold or empty", Patch: &patch})
 			preds.Write(append(line, '\n'))
 		}
 	}

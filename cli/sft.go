@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
@@ -42,38 +43,38 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
-	ws, err := openWorkspace(ctx, cfg, "train")
+	ws, err := app.Open(ctx, cfg, "train")
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
-	m, err := ws.newModel()
+	m, err := ws.NewModel()
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
-	pol, err := ws.newPolicy(m, cfg.SFT.LR, cfg.SFT.Steps)
+	pol, err := ws.NewPolicy(m, cfg.SFT.LR, cfg.SFT.Steps)
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
-	if err := ws.withLoRA(pol); err != nil {
+	if err := ws.WithLoRA(pol); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
-	on, err := ws.openPolicy(ctx, pol, nil)
+	on, err := ws.OpenPolicy(ctx, pol, nil)
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
 	defer on.Close()
 	fmt.Fprintf(env.Stderr, "sft: the warm start trains on %s\n", on.Device)
-	if n := contextNote(m); n != "" {
+	if n := app.ContextNote(m); n != "" {
 		fmt.Fprintf(env.Stderr, "sft: %s\n", n)
 	}
 	if on.Dev != nil {
-		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.plan)
+		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.Plan)
 	}
 	// An earlier `swetui sft` of the same schedule from the same model that
 	// was stopped continues where it was saved.
-	partial := ws.partialSFTDir()
-	state := partialState{Steps: cfg.SFT.Steps, Init: cfg.Model.InitCkpt}
-	if st, ok, err := readPartialSFT(partial); err != nil {
+	partial := ws.PartialSFTDir()
+	state := app.PartialState{Steps: cfg.SFT.Steps, Init: cfg.Model.InitCkpt}
+	if st, ok, err := app.ReadPartialSFT(partial); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	} else if ok && st.Steps == state.Steps && st.Init == state.Init && st.Step < st.Steps {
 		if err := on.Store.Load(ctx, partial); err != nil {
@@ -87,7 +88,7 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 		if state.Step == saved {
 			return nil
 		}
-		if err := savePartialSFT(ctx, on.Store, partial, state); err != nil {
+		if err := app.SavePartialSFT(ctx, on.Store, partial, state); err != nil {
 			return err
 		}
 		saved = state.Step
@@ -96,7 +97,7 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
 	var lastLine time.Time
-	res, err := ws.sft(ctx, on, ws.sftDir(), state.Step, train.WarmupHooks{AfterStep: func(ctx context.Context, ev event.SFTStep) error {
+	res, err := ws.SFT(ctx, on, ws.SFTDir(), state.Step, train.WarmupHooks{AfterStep: func(ctx context.Context, ev event.SFTStep) error {
 		state.Step = ev.Step
 		if every := cfg.SFT.SaveEvery; every > 0 && ev.Step%every == 0 && ev.Step < ev.Steps {
 			if err := savePartial(ctx); err != nil { // a full disk costs the save, not the warm start
@@ -138,7 +139,7 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	if len(res.Heldout) > 0 {
 		fmt.Fprintf(env.Stdout, "held-out loss (gold replies of the test split, never trained on): %s\n", heldoutCurve(res.Heldout))
 	}
-	fmt.Fprintf(env.Stdout, "checkpoint: %s\n", ws.sftDir())
+	fmt.Fprintf(env.Stdout, "checkpoint: %s\n", ws.SFTDir())
 	if o.Export != "" {
 		if err := exportWarmStart(ctx, ws, res, commit, o.Export); err != nil {
 			return fmt.Errorf("sft: %w", err)
@@ -150,17 +151,28 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 
 // exportWarmStart writes the finished warm start as the shipped one, with
 // what it was made from.
-func exportWarmStart(ctx context.Context, ws *workspace, res train.SFTResult, commit, dst string) error {
-	if ws.cfg.Data.Source != task.MiniSource {
-		return fmt.Errorf("--export: the shipped warm start is for the embedded suite (data.source = %q), not %q", task.MiniSource, ws.cfg.Data.Source)
+func exportWarmStart(ctx context.Context, ws *app.Workspace, res train.SFTResult, commit, dst string) error {
+	if ws.Cfg.Data.Source != task.MiniSource {
+		return fmt.Errorf("--export: the shipped warm start is for the embedded suite (data.source = %q), not %q", task.MiniSource, ws.Cfg.Data.Source)
 	}
-	texts, err := ws.tokenizerTexts(ctx)
+	texts, err := ws.TokenizerTexts(ctx)
 	if err != nil {
 		return err
 	}
-	p := warmstart.Provenance{Recipe: warmstart.RecipeOf(ws.cfg), SFTSteps: ws.cfg.SFT.Steps, InputsHash: warmstart.InputsHash(texts),
+	if ws.Cfg.Rollout.Mode == config.RolloutAgent {
+		// Agent mode's goes on from the single-shot one: a run takes it
+		// only while that one is what it went on from.
+		if _, ok, err := warmstart.SingleWeightsSum(ws.Cfg.Model.InitCkpt); err != nil || !ok {
+			return fmt.Errorf("--export in agent mode: model.init_ckpt must be the shipped single-shot warm start (warmstart/shipped), not %q (%v)",
+				ws.Cfg.Model.InitCkpt, err)
+		}
+		if texts, err = ws.AgentWarmStartTexts(ctx, texts); err != nil {
+			return err
+		}
+	}
+	p := warmstart.Provenance{Recipe: warmstart.RecipeOf(ws.Cfg), SFTSteps: ws.Cfg.SFT.Steps, InputsHash: warmstart.InputsHash(texts),
 		Commit: commit, Build: model.BLASName()}
-	for _, in := range ws.tasks {
+	for _, in := range ws.Tasks {
 		p.TrainInstances = append(p.TrainInstances, in.InstanceID)
 	}
 	if n := len(res.Losses); n > 0 {
@@ -169,7 +181,7 @@ func exportWarmStart(ctx context.Context, ws *workspace, res train.SFTResult, co
 	if n := len(res.Heldout); n > 0 {
 		p.HeldoutLoss = res.Heldout[n-1].NLL
 	}
-	return warmstart.Export(ws.sftDir(), dst, p)
+	return warmstart.Export(ws.SFTDir(), dst, p)
 }
 
 // gitCommit is the checkout's commit, marked dirty when it has changes; ""

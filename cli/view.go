@@ -23,7 +23,7 @@ type viewOptions struct {
 
 func newViewOptions(env Env, args []string) (viewOptions, error) {
 	fs := newFlags(env, "view")
-	filter := fs.String("filter", "", `completions to show, words that combine: task=ID step=N-M phase=P outcome=O reward>=X adv<X text=S sort=-reward`)
+	filter := fs.String("filter", "", `completions to show, words that combine: task=ID step=N-M phase=P outcome=O reward>=X adv<X text=S end=R turns>=N cmd=S sort=-reward`)
 	follow := fs.Duration("follow", time.Second, "how often to look for what a run still training wrote")
 	list := fs.Bool("list", false, "print the selected completions, one line each, instead of the console (also when stdout is not a terminal)")
 	// The folder may come before or after the flags.
@@ -71,8 +71,12 @@ func viewRun(ctx context.Context, env Env, o viewOptions) error {
 	fmt.Fprintf(env.Stdout, "%d of %d completions (%d tasks) in %s\n", len(rows), len(ix.Entries), len(ix.Tasks), o.Dir)
 	for _, i := range rows {
 		e := ix.Entries[i]
-		fmt.Fprintf(env.Stdout, "%6d %d.%d %s %s reward %.3f adv %+.3f %s\n", e.Step, e.Group, e.Index, ix.Tasks[e.Task],
-			history.Phases[e.Phase], e.Reward, e.Advantage, ui.OutcomeWord(e))
+		agent := ""
+		if e.Agent() {
+			agent = fmt.Sprintf(" end %s turns %d", e.EndName(), e.Turns)
+		}
+		fmt.Fprintf(env.Stdout, "%6d %d.%d %s %s reward %.3f adv %+.3f %s%s\n", e.Step, e.Group, e.Index, ix.Tasks[e.Task],
+			history.Phases[e.Phase], e.Reward, e.Advantage, ui.OutcomeWord(e), agent)
 	}
 	return nil
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/task"
@@ -30,7 +32,7 @@ func TestShippedWarmStartIsCurrent(t *testing.T) {
 	cfg := defaultConfig(t)
 	cfg.Run.OutDir = t.TempDir()
 	cfg.SFT.Shipped = false // train the tokenizer afresh, as make warmstart does
-	ws, err := openWorkspace(context.Background(), cfg, task.SplitTrain)
+	ws, err := app.Open(context.Background(), cfg, task.SplitTrain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +51,7 @@ func TestShippedWarmStartIsCurrent(t *testing.T) {
 		t.Fatal("the tokenizer trained on the suite today differs from the shipped one (run make warmstart)")
 	}
 	var train []string
-	for _, in := range ws.tasks {
+	for _, in := range ws.Tasks {
 		train = append(train, in.InstanceID)
 	}
 	if !slices.Equal(prov.TrainInstances, train) {
@@ -70,18 +72,18 @@ func TestShippedWarmStartIsCurrent(t *testing.T) {
 	if err := warmstart.WriteTo(dir, prov); err != nil {
 		t.Fatal(err)
 	}
-	m, err := loadModel(dir, ws.tok)
+	m, err := app.LoadModel(dir, ws.Tok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := model.ConfigFrom(cfg.Model); m.Cfg.Layers != want.Layers || m.Cfg.DModel != want.DModel || m.Cfg.VocabSize != ws.tok.VocabSize() {
+	if want := model.ConfigFrom(cfg.Model); m.Cfg.Layers != want.Layers || m.Cfg.DModel != want.DModel || m.Cfg.VocabSize != ws.Tok.VocabSize() {
 		t.Fatalf("shipped model %+v, defaults %+v", m.Cfg, want)
 	}
 }
 
-func mustInputsHash(t *testing.T, ws *workspace) string {
+func mustInputsHash(t *testing.T, ws *app.Workspace) string {
 	t.Helper()
-	texts, err := ws.tokenizerTexts(context.Background())
+	texts, err := ws.TokenizerTexts(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,4 +97,47 @@ func defaultConfig(t *testing.T) config.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// TestShippedAgentWarmStartIsCurrent fails when agent mode's shipped warm
+// start no longer fits a default run in agent mode (run make
+// warmstart-agent): the suite, the prompts, the expert's replies, the
+// limits it played under or the single-shot warm start it went on from
+// changed. It loads as the run would, at agent mode's context, and a
+// default agent-mode workspace takes it.
+func TestShippedAgentWarmStartIsCurrent(t *testing.T) {
+	prov, ok, err := warmstart.ShippedAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatal("no shipped agent warm start: run make warmstart-agent")
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	cfg, err := config.Load("config.toml", defaultConfigForTest(t), []string{"rollout.mode=agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Run.OutDir = t.TempDir()
+	ws, err := app.Open(context.Background(), cfg, task.SplitTrain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.Shipped == nil || ws.NotShipped != "" {
+		t.Fatalf("a default run in agent mode does not take the shipped agent warm start (run make warmstart-agent): %s", ws.NotShipped)
+	}
+	if !reflect.DeepEqual(*ws.Shipped, prov) {
+		t.Fatal("the workspace took another warm start than the agent one")
+	}
+	dir := t.TempDir()
+	if err := warmstart.WriteTo(dir, prov); err != nil {
+		t.Fatal(err)
+	}
+	m, err := app.LoadModel(dir, ws.Tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Cfg.Context != cfg.Agent.Context {
+		t.Errorf("the agent warm start runs at %d positions, agent.context is %d", m.Cfg.Context, cfg.Agent.Context)
+	}
 }

@@ -29,6 +29,45 @@ type Config struct {
 	Watchdog   Watchdog   `toml:"watchdog"`
 	UI         UI         `toml:"ui"`
 	Serve      Serve      `toml:"serve"`
+	Rollout    Rollout    `toml:"rollout"`
+	Agent      Agent      `toml:"agent"`
+}
+
+// Rollout says what a rollout is.
+type Rollout struct {
+	// Mode is RolloutSingle (one reply holding a diff) or RolloutAgent (the
+	// policy works in the task's sandbox, a command a turn).
+	Mode string `toml:"mode"`
+}
+
+// Rollout modes.
+const (
+	RolloutSingle = "single"
+	RolloutAgent  = "agent"
+)
+
+// Agent bounds agent mode's trajectories.
+type Agent struct {
+	// Context is a trajectory's tokens at most, prompt included: in agent
+	// mode the model runs at the larger of it and model.context (a
+	// trajectory needs more room than one reply; Load applies it).
+	Context   int `toml:"context"`
+	Turns     int `toml:"turns"`      // replies a trajectory in training
+	EvalTurns int `toml:"eval_turns"` // and in eval
+	// CommandTimeoutS is a command's wall clock; TimeoutBudget ends a
+	// trajectory once that many commands timed out (0: never).
+	CommandTimeoutS int `toml:"command_timeout_s"`
+	TimeoutBudget   int `toml:"timeout_budget"`
+	// ObservationChars of a command's output go back (head and tail), and
+	// at most ObservationTokens once tokenized.
+	ObservationChars  int `toml:"observation_chars"`
+	ObservationTokens int `toml:"observation_tokens"`
+	// MaskUnfinished leaves trajectories that did not submit (turn limit,
+	// context full, timeouts, a lost sandbox) out of the loss instead of
+	// scoring their diff.
+	MaskUnfinished bool `toml:"mask_unfinished"`
+	// SessionMinutes bounds a session's life, after which it is stale.
+	SessionMinutes int `toml:"session_minutes"`
 }
 
 // Run holds the knobs of one training run as a whole.
@@ -108,6 +147,12 @@ type Model struct {
 	// the device engine's passes and of gorgonia's graphs; a group of long
 	// completions is split into micro-batches whose gradients add up.
 	MicroTokens int `toml:"micro_tokens"`
+	// Recompute is the device engine's recomputed activations: "auto" (on
+	// only when the memory plan does not fit the device without them),
+	// "on" or "off". The backward runs each layer's forward again instead
+	// of keeping its activations: the same gradients, about a third more
+	// time a step.
+	Recompute string `toml:"recompute"`
 }
 
 // LoRA trains low-rank adapters beside frozen weights (Hu et al., 2021)
@@ -228,6 +273,12 @@ type Reward struct {
 	SimilarityWeight float64 `toml:"similarity_weight"`
 	HunkCredit       float64 `toml:"hunk_credit"`
 	RejectNoop       bool    `toml:"reject_noop"`
+	// A patch past any of these limits is the patch's failure (never the
+	// infrastructure's), scored before anything applies it: bytes of its
+	// diff, files it touches, text hunks in all.
+	MaxPatchKB    int `toml:"max_patch_kb"`
+	MaxPatchFiles int `toml:"max_patch_files"`
+	MaxPatchHunks int `toml:"max_patch_hunks"`
 }
 
 // Sandbox configures the Docker reward pool.
@@ -349,6 +400,23 @@ type Serve struct {
 	// CacheEntries verdicts are kept by a content hash of (instance, patch,
 	// phase); 0 turns the cache off.
 	CacheEntries int `toml:"cache_entries"`
+	// CacheMB bounds the cache by the bytes its verdicts hold, whichever
+	// limit comes first.
+	CacheMB int `toml:"cache_mb"`
+	// InflightMB bounds the request bodies held at once (read, waiting or
+	// being scored); past it a request is answered 429.
+	InflightMB int `toml:"inflight_mb"`
+	// BodyTimeoutS is how long a request's headers and body may take to
+	// arrive (408 past it).
+	BodyTimeoutS int `toml:"body_timeout_s"`
+	// Agent sessions (/v1/sessions): open at once in all and for one token,
+	// closed after SessionIdleS unused; a command's timeout at most and the
+	// KiB of its output answered.
+	MaxSessions      int `toml:"max_sessions"`
+	SessionsPerToken int `toml:"sessions_per_token"`
+	SessionIdleS     int `toml:"session_idle_s"`
+	ExecTimeoutS     int `toml:"exec_timeout_s"`
+	ExecOutputKB     int `toml:"exec_output_kb"`
 	// InlineInstances accepts whole instances in a request's body.
 	InlineInstances bool `toml:"inline_instances"`
 }
@@ -386,7 +454,7 @@ func Default() Config {
 		Data: Data{Source: "mini", Split: "train", Include: []string{}, Exclude: []string{},
 			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1, Prompt: PromptOracle},
 		Model: Model{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 1024,
-			VocabSize: 2048, RopeTheta: 10000, Device: "cpu", CUDALibs: []string{}, MicroTokens: 16384},
+			VocabSize: 2048, RopeTheta: 10000, Device: "cpu", CUDALibs: []string{}, MicroTokens: 16384, Recompute: "auto"},
 		Sample: Sample{Temperature: 0.9, TopP: 1.0, MaxNewTokens: 256},
 		Optim: Optim{LR: 1e-4, WeightDecay: 0.0, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, GradClip: 1.0,
 			Warmup: 10, Schedule: "constant"},
@@ -397,7 +465,7 @@ func Default() Config {
 		Curriculum: Curriculum{Phase: PhaseSyntax, Auto: true, Window: 20, SyntaxToApply: 0.8,
 			ApplyToDocker: 0.5, StepBackBelow: 0, TaskSampler: SamplerEpoch, PoolFloor: 0.05},
 		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 1, ApplyOnHost: true,
-			SimilarityWeight: 0.5, HunkCredit: 0.5, RejectNoop: true},
+			SimilarityWeight: 0.5, HunkCredit: 0.5, RejectNoop: true, MaxPatchKB: 1024, MaxPatchFiles: 100, MaxPatchHunks: 2000},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest",
 			Kubernetes: Kubernetes{ImagePullPolicy: "IfNotPresent", ImagePullSecrets: []string{}},
@@ -407,7 +475,11 @@ func Default() Config {
 		LoRA:     LoRA{Rank: 0, Alpha: 32, Targets: []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}},
 		Watchdog: Watchdog{StallS: 900, BarrenEpochs: 3},
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
+		Rollout:  Rollout{Mode: RolloutSingle},
+		Agent: Agent{Context: 4096, Turns: 30, EvalTurns: 50, CommandTimeoutS: 60, TimeoutBudget: 5, ObservationChars: 10000, ObservationTokens: 2048,
+			MaskUnfinished: true, SessionMinutes: 120},
 		Serve: Serve{Addr: "127.0.0.1:8765", Queue: 64, MaxPatches: 64, MaxBodyKB: 16384, RequestTimeoutS: 1800,
-			DrainS: 30, CacheEntries: 4096, InlineInstances: true},
+			DrainS: 30, CacheEntries: 4096, CacheMB: 64, InflightMB: 256, BodyTimeoutS: 60, InlineInstances: true,
+			MaxSessions: 8, SessionsPerToken: 8, SessionIdleS: 600, ExecTimeoutS: 120, ExecOutputKB: 64},
 	}
 }

@@ -329,3 +329,32 @@ func TestDataJSONDefaultsPrompt(t *testing.T) {
 		t.Fatalf("a wrong type: %v", err)
 	}
 }
+
+// TestAgentContext: in agent mode the model runs at the larger of
+// agent.context and model.context, whichever was raised, and training
+// starts in the docker phase; single-shot runs keep model.context and
+// curriculum.phase.
+func TestAgentContext(t *testing.T) {
+	for _, tt := range []struct {
+		overrides []string
+		want      int
+	}{
+		{nil, 1024},
+		{[]string{"agent.context=8192"}, 1024},
+		{[]string{"rollout.mode=agent"}, 4096},
+		{[]string{"rollout.mode=agent", "model.context=8192"}, 8192},
+		{[]string{"rollout.mode=agent", "agent.context=2048"}, 2048},
+		{[]string{"agent.context=512", "rollout.mode=agent"}, 1024},
+	} {
+		cfg, err := Load("test", nil, tt.overrides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Model.Context != tt.want {
+			t.Errorf("%v: model.context %d, want %d", tt.overrides, cfg.Model.Context, tt.want)
+		}
+		if agent := cfg.Rollout.Mode == RolloutAgent; agent != (cfg.Curriculum.Phase == PhaseDocker) {
+			t.Errorf("%v: rollout.mode %s starts in phase %s", tt.overrides, cfg.Rollout.Mode, cfg.Curriculum.Phase)
+		}
+	}
+}

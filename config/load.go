@@ -26,7 +26,22 @@ func Load(name string, data []byte, overrides []string) (Config, error) {
 			return cfg, err
 		}
 	}
-	return cfg, nil
+	return resolve(cfg), nil
+}
+
+// resolve applies what one setting implies for another. In agent mode the
+// model runs at agent.context when model.context is smaller (raising
+// either one raises it), so that `rollout.mode=agent` alone has room for a
+// trajectory; and training starts in the docker phase: an agent's diff is
+// swetui's own git diff, always well-formed and applying, so the syntax
+// and apply-only phases would reward any edit at all.
+func resolve(cfg Config) Config {
+	if cfg.Rollout.Mode != RolloutAgent {
+		return cfg
+	}
+	cfg.Model.Context = max(cfg.Model.Context, cfg.Agent.Context)
+	cfg.Curriculum.Phase = PhaseDocker
+	return cfg
 }
 
 // LoadFile reads path and resolves it with Load. A missing file is an error

@@ -84,6 +84,7 @@ func Validate(cfg Config) error {
 	check(m.VocabSize < 260, "model.vocab_size", m.VocabSize, "must be at least 260 (256 bytes plus special tokens)")
 	check(m.RopeTheta <= 0, "model.rope_theta", m.RopeTheta, "must be positive")
 	positive("model.micro_tokens", m.MicroTokens)
+	oneOf("model.recompute", m.Recompute, "auto", "on", "off")
 	lo := cfg.LoRA
 	check(lo.Rank < 0, "lora.rank", lo.Rank, "must be 0 (train every weight) or more")
 	check(lo.Rank > 0 && !(lo.Alpha > 0), "lora.alpha", lo.Alpha, "must be more than 0")
@@ -173,6 +174,9 @@ func Validate(cfg Config) error {
 	check(w.SimilarityWeight < 0 || w.SimilarityWeight >= 1, "reward.similarity_weight", w.SimilarityWeight,
 		"must be in [0, 1): at 1 an unresolved patch as similar as the gold one would earn what a resolved patch does")
 	unit("reward.hunk_credit", w.HunkCredit)
+	positive("reward.max_patch_kb", w.MaxPatchKB)
+	positive("reward.max_patch_files", w.MaxPatchFiles)
+	positive("reward.max_patch_hunks", w.MaxPatchHunks)
 
 	b := cfg.Sandbox
 	positive("sandbox.workers", b.Workers)
@@ -234,6 +238,17 @@ func Validate(cfg Config) error {
 	check(cfg.UI.LogLines < 100, "ui.log_lines", cfg.UI.LogLines, "must be at least 100")
 	check(cfg.UI.History < 100, "ui.history", cfg.UI.History, "must be at least 100")
 
+	oneOf("rollout.mode", cfg.Rollout.Mode, RolloutSingle, RolloutAgent)
+	ag := cfg.Agent
+	positive("agent.context", ag.Context)
+	positive("agent.turns", ag.Turns)
+	positive("agent.eval_turns", ag.EvalTurns)
+	positive("agent.command_timeout_s", ag.CommandTimeoutS)
+	check(ag.TimeoutBudget < 0, "agent.timeout_budget", ag.TimeoutBudget, "must be 0 (no budget) or more")
+	positive("agent.observation_chars", ag.ObservationChars)
+	positive("agent.observation_tokens", ag.ObservationTokens)
+	positive("agent.session_minutes", ag.SessionMinutes)
+
 	sv := cfg.Serve
 	_, _, addrErr := net.SplitHostPort(sv.Addr)
 	check(addrErr != nil, "serve.addr", fmt.Sprintf("%q", sv.Addr), "must be host:port (127.0.0.1:8765; port 0 picks a free one)")
@@ -244,6 +259,14 @@ func Validate(cfg Config) error {
 	positive("serve.request_timeout_s", sv.RequestTimeoutS)
 	check(sv.DrainS < 0, "serve.drain_s", sv.DrainS, "must be 0 (cancel at once) or more")
 	check(sv.CacheEntries < 0, "serve.cache_entries", sv.CacheEntries, "must be 0 (no cache) or more")
+	check(sv.CacheMB < 0, "serve.cache_mb", sv.CacheMB, "must be 0 (no cache) or more")
+	positive("serve.inflight_mb", sv.InflightMB)
+	positive("serve.body_timeout_s", sv.BodyTimeoutS)
+	check(sv.MaxSessions < 0, "serve.max_sessions", sv.MaxSessions, "must be 0 (no agent sessions) or more")
+	positive("serve.sessions_per_token", sv.SessionsPerToken)
+	positive("serve.session_idle_s", sv.SessionIdleS)
+	positive("serve.exec_timeout_s", sv.ExecTimeoutS)
+	positive("serve.exec_output_kb", sv.ExecOutputKB)
 
 	if len(ps) == 0 {
 		return nil

@@ -22,8 +22,8 @@ func (discard) Publish(Event) {}
 
 // Bus fans events out to subscribers (the console, the headless printer,
 // events.jsonl). A slow subscriber never stalls a producer: high-rate
-// events (completions, log batches, pool state, stage progress, step
-// starts, warm-start steps) are dropped for a subscriber whose buffer is full, and the rare
+// events (completions, agent turns, log batches, pool state, stage
+// progress, step starts, warm-start steps) are dropped for a subscriber whose buffer is full, and the rare
 // ones a consumer acts on (acks, phase changes, stops) wait up to
 // ImportantWait for room first. Every drop is counted per subscriber.
 type Bus struct {
@@ -97,7 +97,7 @@ func (b *Bus) Publish(ev Event) {
 	}
 	highRate := false
 	switch e := ev.(type) {
-	case CompletionScored, LogBatch, PoolState, StageChanged, StepStarted:
+	case CompletionScored, TurnPlayed, LogBatch, PoolState, StageChanged, StepStarted:
 		highRate = true
 	case SFTStep:
 		highRate = !e.HeldoutOK // a held-out measurement is rare and charted: keep it

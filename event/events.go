@@ -92,6 +92,14 @@ type Metrics struct {
 	TrainSeconds    float64 `json:"perf/train_s"`
 	StepSeconds     float64 `json:"perf/step_s"`
 	MaxAge          int     `json:"async/max_age"`
+	// Agent mode (rollout.mode = "agent"): what ended the step's
+	// trajectories, as shares, and their mean number of turns.
+	AgentSubmitted   float64 `json:"agent/submitted,omitempty"`
+	AgentTurnLimit   float64 `json:"agent/turn_limit,omitempty"`
+	AgentContextFull float64 `json:"agent/context_full,omitempty"`
+	AgentTimeouts    float64 `json:"agent/timeout_budget,omitempty"`
+	AgentContainer   float64 `json:"agent/container_failure,omitempty"`
+	AgentTurns       float64 `json:"agent/turns,omitempty"`
 }
 
 // StepFinished carries a finished step's metrics.
@@ -124,6 +132,10 @@ type CompletionScored struct {
 	// PromptHash names the exact prompt the completion answered, kept once
 	// in the run's prompts.jsonl (history.PromptHash).
 	PromptHash string `json:"prompt_hash,omitempty"`
+	// Agent is an agent-mode completion's trajectory, turn by turn; nil in
+	// single-shot mode, whose lines it leaves as they were. With it,
+	// Completion is "": Text renders the turns, kept once.
+	Agent *Trajectory `json:"agent,omitempty"`
 	// IssueText is the task's problem statement, shown by the console's
 	// issue view (`i`). The same string value for every completion of a
 	// group shares its memory; may be empty.
@@ -185,6 +197,7 @@ func (StepStarted) event()      {}
 func (SFTStep) event()          {}
 func (StepFinished) event()     {}
 func (CompletionScored) event() {}
+func (TurnPlayed) event()       {}
 func (LogBatch) event()         {}
 func (PoolState) event()        {}
 func (PhaseChanged) event()     {}

@@ -42,4 +42,5 @@ type PoolState struct {
 	Timeouts      int
 	InfraFailures int // evaluations that ended in an infrastructure failure
 	Retries       int // attempts retried after an infrastructure failure
+	Sessions      int // agent sessions open on the hosts (agent mode, serve's /v1/sessions)
 }

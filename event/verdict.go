@@ -16,6 +16,9 @@ type Verdict struct {
 	SyntaxOK    bool   `json:"syntax_ok"`       // well-formed, non-empty diff
 	SyntaxError string `json:"syntax_error,omitempty"`
 	Files       int    `json:"files"` // files the patch touches
+	// Oversize: the patch breaks reward.max_patch_* (SyntaxError says
+	// which): its own failure, scored before anything applies it.
+	Oversize bool `json:"oversize,omitempty"`
 
 	// Apply check (phases apply-only and docker).
 	ApplyChecked bool   `json:"apply_checked"`

@@ -1,8 +1,11 @@
-// Package history reads a run's history files for looking back at it
-// (`swetui view`): an index of every completion in rollouts.jsonl, kept
-// beside it and extended as the run writes more, filters over it, lazy reads
-// of one completion, and the series of metrics.jsonl. It writes nothing but
-// its index; the trainer owns the files it reads.
+// Package history owns a run's folder: the files a run writes (Sinks:
+// metrics.jsonl, rollouts.jsonl, prompts.jsonl and TensorBoard scalars; the
+// docker phase's evaluation logs; Cut, where a resumed run's history ends)
+// and reading them back for looking at a run (`swetui view`): an index of
+// every completion in rollouts.jsonl, kept beside it and extended as the run
+// writes more, filters over it, lazy reads of one completion, and the series
+// of metrics.jsonl. The trainer calls the writers; events.jsonl is written
+// by the command line's recorder under EventsFile.
 package history
 
 import (
@@ -13,17 +16,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/internal/durable"
 )
 
-// RolloutsFile and IndexFile are the names under a run's folder.
+// The files of a run's folder (run.out_dir) that this package writes and
+// reads; PromptsFile, EvalLogsDir and the TensorBoard folder beside them.
 const (
-	RolloutsFile = "rollouts.jsonl"
-	IndexFile    = ".rollouts.idx"
+	MetricsFile    = "metrics.jsonl"  // a line per GRPO step and per warm-start step
+	RolloutsFile   = "rollouts.jsonl" // a line per scored completion
+	EventsFile     = "events.jsonl"   // what the headless printer says, by step
+	IndexFile      = ".rollouts.idx"  // this package's index of RolloutsFile
+	TensorBoardDir = "tb"
 )
 
 // Outcome bits of an Entry: what a completion was, for filters.
@@ -58,6 +67,13 @@ func HackBit(name string) uint32 { return hackBit[name] }
 // Phases are the curriculum phases in Entry.Phase order.
 var Phases = []string{"syntax", "apply-only", "docker"}
 
+// Ends are the end reasons of agent trajectories (agent.End's values) in
+// Entry.End order, from 1.
+var Ends = []string{"submitted", "turn_limit", "context_full", "timeout_budget", "container_failure"}
+
+// endOther is Entry.End for an end reason not in Ends (a newer swetui's).
+const endOther = 255
+
 // Entry is one completion as the index holds it: where its line is and what
 // the filters and sorts read, 40 bytes.
 type Entry struct {
@@ -71,11 +87,29 @@ type Entry struct {
 	Flags     uint32
 	Task      uint32 // into Index.Tasks
 	Phase     uint8
-	_         [3]byte
+	// End is an agent trajectory's end reason, Ends[End-1]; 0 for a
+	// single-shot completion, which has none. Turns counts its turns
+	// (65535 at most).
+	End   uint8
+	Turns uint16
 }
 
 // Has reports whether e has every bit of mask.
 func (e *Entry) Has(mask uint32) bool { return e.Flags&mask == mask }
+
+// Agent reports whether e is an agent trajectory.
+func (e *Entry) Agent() bool { return e.End != 0 }
+
+// EndName is e's end reason, "" for a single-shot completion.
+func (e *Entry) EndName() string {
+	switch {
+	case e.End == 0:
+		return ""
+	case int(e.End) <= len(Ends):
+		return Ends[e.End-1]
+	}
+	return "other"
+}
 
 // Index is every completion of a run's rollouts.jsonl.
 type Index struct {
@@ -87,7 +121,7 @@ type Index struct {
 }
 
 const (
-	indexMagic = "SWIDX1\n"
+	indexMagic = "SWIDX2\n" // 2: entries hold the agent's end and turns
 	tailLen    = 64
 )
 
@@ -200,6 +234,10 @@ type indexLine struct {
 		Hacks       []string `json:"hacks"`
 		HacksUndone []string `json:"hacks_undone"`
 	} `json:"verdict"`
+	Agent *struct {
+		End   string     `json:"end"`
+		Turns []struct{} `json:"turns"` // counted, not read
+	} `json:"agent"`
 }
 
 func (ix *Index) entry(line []byte) (Entry, bool) {
@@ -226,6 +264,13 @@ func (ix *Index) entry(line []byte) (Entry, bool) {
 		if p == v.Phase {
 			e.Phase = uint8(i)
 		}
+	}
+	if a := l.Agent; a != nil {
+		e.End = endOther
+		if i := slices.Index(Ends, a.End); i >= 0 {
+			e.End = uint8(i + 1)
+		}
+		e.Turns = uint16(min(len(a.Turns), math.MaxUint16))
 	}
 	id, ok := ix.taskID[v.InstanceID]
 	if !ok {
@@ -275,14 +320,14 @@ func (r *Reader) Read(e Entry) (event.CompletionScored, error) {
 	return c, nil
 }
 
-// Text is e's completion text, "" when it cannot be read: Select's text
+// Completion is e's completion, nil when it cannot be read: Select's read
 // function.
-func (r *Reader) Text(e Entry) string {
+func (r *Reader) Completion(e Entry) *event.CompletionScored {
 	c, err := r.Read(e)
 	if err != nil {
-		return ""
+		return nil
 	}
-	return c.Completion
+	return &c
 }
 
 // Read returns the completion of e, read from dir's rollouts.jsonl.
@@ -295,10 +340,11 @@ func Read(dir string, e Entry) (event.CompletionScored, error) {
 	return r.Read(e)
 }
 
-// SelectIn is ix.Select with the text filter reading dir's file, opened
-// once for the whole selection (and not at all without a text filter).
+// SelectIn is ix.Select with the filters that read lines (text=, cmd=)
+// reading dir's file, opened once for the whole selection (and not at all
+// without them).
 func (ix *Index) SelectIn(dir string, f Filter) ([]int, error) {
-	if f.Text == "" {
+	if !f.readsLines() {
 		return ix.Select(f, nil)
 	}
 	r, err := OpenReader(dir)
@@ -306,7 +352,7 @@ func (ix *Index) SelectIn(dir string, f Filter) ([]int, error) {
 		return nil, err
 	}
 	defer r.Close()
-	return ix.Select(f, r.Text)
+	return ix.Select(f, r.Completion)
 }
 
 // save writes the index atomically: header, covered size, tail, tasks,

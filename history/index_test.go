@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/swetui/swetui/event"
 )
@@ -198,5 +201,150 @@ func TestReadMetrics(t *testing.T) {
 	}
 	if want := []Mark{{2, "phase apply-only"}, {2, "resumed"}}; !slices.Equal(m.Marks, want) {
 		t.Errorf("marks %v, want %v", m.Marks, want)
+	}
+}
+
+// trajectory is a rollouts line of an agent trajectory of task t, as the
+// trainer writes it: no completion text, the turns.
+func trajectory(s, i int, t string, reward float64, v event.Verdict, tr *event.Trajectory) []byte {
+	v.InstanceID, v.Reward = t, reward
+	b, _ := json.Marshal(event.CompletionScored{Step: s, Index: i, Verdict: v, Tokens: 300, Agent: tr})
+	return append(b, '\n')
+}
+
+func TestSelectAgent(t *testing.T) {
+	dir := t.TempDir()
+	ok := event.Verdict{Phase: "docker", NonEmpty: true, SyntaxOK: true, Applied: true}
+	cmd := func(c, obs string) event.Turn {
+		return event.Turn{Reply: "```bash\n" + c + "\n```", Command: c, Duration: 40 * time.Millisecond, Observation: "exit code 0\n" + obs}
+	}
+	writeLines(t, filepath.Join(dir, RolloutsFile),
+		completion(1, 0, "acme__calc-2", 0.3, 0, ok), // single-shot lines have no end and no turns
+		trajectory(2, 0, "acme__calc-2", 1, ok, &event.Trajectory{End: "submitted", Turns: []event.Turn{
+			cmd("cat -n calc/ops.py", "     1\tdef divide(a, b):"),
+			{Reply: "I will fix it.\n```bash\ncat > /tmp/fix.patch <<'E'\n...\nE\ngit apply /tmp/fix.patch\n```",
+				Command: "cat > /tmp/fix.patch <<'E'\n...\nE\ngit apply /tmp/fix.patch", Observation: "exit code 0\n(no output)"},
+			{Reply: "SUBMIT"}}}),
+		trajectory(2, 1, "acme__calc-2", 0, ok, &event.Trajectory{End: "turn_limit", Turns: []event.Turn{
+			cmd("ls", "setup.py"), {Reply: "hmm", Observation: "No command found."}}}),
+		trajectory(3, 0, "acme__slugs-1", 0, event.Verdict{Phase: "docker", Infra: true}, &event.Trajectory{End: "container_failure",
+			Detail: "no session: docker gone"}),
+		trajectory(3, 1, "acme__slugs-1", 0, ok, &event.Trajectory{End: "timeout_budget", Turns: []event.Turn{
+			cmd("PYTHONPATH=. python3 -m pytest", "killed"), cmd("sleep 100", ""), cmd("sleep 100", ""), cmd("sleep 100", "")}}),
+	)
+	ix, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []string
+	var turns []uint16
+	for _, e := range ix.Entries {
+		ends, turns = append(ends, e.EndName()), append(turns, e.Turns)
+	}
+	if !slices.Equal(ends, []string{"", "submitted", "turn_limit", "container_failure", "timeout_budget"}) ||
+		!slices.Equal(turns, []uint16{0, 3, 2, 0, 4}) {
+		t.Fatalf("ends %q, turns %v", ends, turns)
+	}
+	tests := []struct {
+		filter string
+		want   []int
+	}{
+		{"end=submitted", []int{1}},
+		{"end=turn_limit", []int{2}},
+		{"end=unfinished", []int{2, 3, 4}},
+		{"end=unfinished task=slugs", []int{3, 4}},
+		{"turns>=3", []int{1, 4}},
+		{"turns>3", []int{4}},
+		{"turns<3", []int{2, 3}},
+		{"turns<=2", []int{2, 3}},
+		{"turns<1", []int{3}},
+		{"turns=2", []int{2}},
+		{"turns=2-3", []int{1, 2}},
+		{"turns>=1 turns<=3", []int{1, 2}},
+		{`cmd="git apply"`, []int{1}},
+		{"cmd=GIT", []int{1}},
+		{"cmd=pythonpath=.", []int{4}},
+		{"cmd=ls", []int{2}},
+		{"cmd=sleep end=timeout_budget", []int{4}},
+		{"cmd=sleep end=submitted", nil},
+		{"text=setup.py", []int{2}},         // an observation
+		{`text="I will fix it."`, []int{1}}, // a reply's words around its command
+		{"text=docker", []int{3}},           // the end's detail
+		{"text=reply", []int{0}},            // single-shot: its completion
+		{"end=submitted sort=-reward", []int{1}},
+	}
+	for _, tt := range tests {
+		f, err := ParseFilter(tt.filter)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.filter, err)
+		}
+		got, err := ix.SelectIn(dir, f)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%q: %v (%v), want %v", tt.filter, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"end=finished", "end=", "turns<0", "turns=x", "turns>=2-3", "turns=5-2", "turns=-1"} {
+		if _, err := ParseFilter(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestFilterWords(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"  step=1   end=submitted ", []string{"step=1", "end=submitted"}},
+		{`cmd="git apply" turns>=2`, []string{"cmd=git apply", "turns>=2"}},
+		{`text="a  b"`, []string{"text=a  b"}},
+		{`text=""`, []string{"text="}},
+	}
+	for _, tt := range tests {
+		if got := words(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("words(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	for _, tt := range []struct{ in, key, value, op string }{
+		{"turns>=2", "turns", "2", ">="},
+		{"turns<2", "turns", "2", "<"},
+		{"cmd=a>=b", "cmd", "a>=b", "="},
+		{"text=x<y", "text", "x<y", "="},
+		{"reward<=0.5", "reward", "0.5", "<="},
+	} {
+		if k, v, op := splitCond(tt.in); k != tt.key || v != tt.value || op != tt.op {
+			t.Errorf("splitCond(%q) = %q %q %q", tt.in, k, v, op)
+		}
+	}
+}
+
+// The index keeps 40 bytes a completion; one an older swetui saved (its
+// entries without ends and turns) is built again.
+func TestIndexEntrySize(t *testing.T) {
+	if n := binary.Size(Entry{}); n != 40 {
+		t.Errorf("an entry is %d bytes on disk", n)
+	}
+	if n := unsafe.Sizeof(Entry{}); n != 40 {
+		t.Errorf("an entry is %d bytes in memory", n)
+	}
+	dir := t.TempDir()
+	writeLines(t, filepath.Join(dir, RolloutsFile), trajectory(1, 0, "a__x-1", 0, event.Verdict{}, &event.Trajectory{End: "submitted"}))
+	ix, err := Open(dir)
+	if err != nil || len(ix.Entries) != 1 {
+		t.Fatalf("%v, %d entries", err, len(ix.Entries))
+	}
+	old, err := os.ReadFile(filepath.Join(dir, IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As version 1 saved it: the same layout, the end and turns bytes 0.
+	old = append([]byte("SWIDX1\n"), old[len(indexMagic):]...)
+	old[len(old)-3] = 0
+	if err := os.WriteFile(filepath.Join(dir, IndexFile), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err := Open(dir); err != nil || len(ix.Entries) != 1 || ix.Entries[0].EndName() != "submitted" {
+		t.Errorf("an old index: %v, %+v", err, ix.Entries)
 	}
 }

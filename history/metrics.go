@@ -50,7 +50,7 @@ var resumedRe = regexp.MustCompile(`resumed from .* at step (\d+)`)
 func ReadMetrics(dir string) (Metrics, error) {
 	m := Metrics{Series: map[string][]Point{}}
 	phase := ""
-	err := eachLine(filepath.Join(dir, "metrics.jsonl"), func(line []byte) {
+	err := eachLine(filepath.Join(dir, MetricsFile), func(line []byte) {
 		var raw map[string]any
 		if json.Unmarshal(line, &raw) != nil {
 			return
@@ -79,7 +79,7 @@ func ReadMetrics(dir string) (Metrics, error) {
 	if err != nil {
 		return m, err
 	}
-	err = eachLine(filepath.Join(dir, "events.jsonl"), func(line []byte) {
+	err = eachLine(filepath.Join(dir, EventsFile), func(line []byte) {
 		var ev struct {
 			Text string `json:"text"`
 		}

@@ -69,9 +69,31 @@ type decoder struct {
 
 func (m *Model) newDecoder(P, maxNew, G int) *decoder {
 	c := m.Cfg
+	hd := c.HeadDim
+	qd, kvd := c.Heads*hd, c.KVHeads*hd
+	d := m.packedDecoder(max(P, G))
+	d.P, d.maxNew, d.G = P, maxNew, G
+	for range m.layers {
+		d.pk = append(d.pk, make([]float32, kvd*P))
+		d.pv = append(d.pv, make([]float32, kvd*P))
+		d.sk = append(d.sk, make([]float32, G*kvd*maxNew))
+		d.sv = append(d.sv, make([]float32, G*kvd*maxNew))
+	}
+	d.xs, d.logits = make([]float32, G*c.DModel), make([]float32, G*c.VocabSize)
+	d.q, d.k, d.v = make([]float32, P*qd), make([]float32, P*kvd), make([]float32, P*kvd)
+	d.qb, d.ob = make([]float32, G*d.group*hd), make([]float32, G*d.group*hd)
+	d.sc = make([]float32, G*d.group*(P+maxNew))
+	return d
+}
+
+// packedDecoder packs m's weights for the matmul kernel and allocates the
+// scratch of R rows that projecting and the MLP use; the caches are the
+// caller's.
+func (m *Model) packedDecoder(R int) *decoder {
+	c := m.Cfg
 	D, hd, F := c.DModel, c.HeadDim, c.DFF
 	qd, kvd := c.Heads*hd, c.KVHeads*hd
-	d := &decoder{c: c, P: P, maxNew: maxNew, G: G, qkvw: qd + 2*kvd, group: c.Heads / c.KVHeads}
+	d := &decoder{c: c, qkvw: qd + 2*kvd, group: c.Heads / c.KVHeads}
 	W := func(i int) []float32 { return m.Params[i].W }
 	for _, l := range m.layers {
 		d.qkv = append(d.qkv, sgemm.PackCols(nil, D, [][]float32{W(l.wq), W(l.wk), W(l.wv)}, []int{qd, kvd, kvd}))
@@ -83,20 +105,11 @@ func (m *Model) newDecoder(P, maxNew, G int) *decoder {
 			b = slices.Concat(W(l.bq), W(l.bk), W(l.bv))
 		}
 		d.qkvBias = append(d.qkvBias, b)
-		d.pk = append(d.pk, make([]float32, kvd*P))
-		d.pv = append(d.pv, make([]float32, kvd*P))
-		d.sk = append(d.sk, make([]float32, G*kvd*maxNew))
-		d.sv = append(d.sv, make([]float32, G*kvd*maxNew))
 	}
 	d.head = sgemm.PackCols(nil, D, [][]float32{W(m.lmHead)}, []int{c.VocabSize})
-	R := max(P, G)
 	d.x, d.h, d.tmp = make([]float32, R*D), make([]float32, R*D), make([]float32, R*D)
 	d.fused, d.att = make([]float32, R*max(d.qkvw, 2*F)), make([]float32, R*qd)
 	d.act = make([]float32, R*F)
-	d.xs, d.logits = make([]float32, G*D), make([]float32, G*c.VocabSize)
-	d.q, d.k, d.v = make([]float32, P*qd), make([]float32, P*kvd), make([]float32, P*kvd)
-	d.qb, d.ob = make([]float32, G*d.group*hd), make([]float32, G*d.group*hd)
-	d.sc = make([]float32, G*d.group*(P+maxNew))
 	return d
 }
 

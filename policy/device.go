@@ -49,6 +49,24 @@ func (d *Device) SampleSnapshot(ctx context.Context, prompt []int, n int, o trai
 	return samplesOf(cs), version, err
 }
 
+// SampleTurn implements train.TurnPolicy.
+func (d *Device) SampleTurn(ctx context.Context, context []int, o train.SampleOptions) (train.Sample, error) {
+	c, err := d.P.SampleTurn(ctx, context, d.options(o))
+	if err != nil {
+		return train.Sample{}, err
+	}
+	return samplesOf([]model.Completion{c})[0], nil
+}
+
+// SampleTurnSnapshot implements train.TurnPolicy.
+func (d *Device) SampleTurnSnapshot(ctx context.Context, context []int, o train.SampleOptions) (train.Sample, int, error) {
+	c, version, err := d.P.SampleTurnSnapshot(ctx, context, d.options(o))
+	if err != nil {
+		return train.Sample{}, 0, err
+	}
+	return samplesOf([]model.Completion{c})[0], version, nil
+}
+
 // StartSnapshots implements SnapshotSampler.
 func (d *Device) StartSnapshots() { d.P.StartSnapshots() }
 
@@ -182,6 +200,43 @@ func (d *Device) Load(ctx context.Context, dir string) error {
 		return d.Ref.R.Engine.Upload(ref.Model)
 	}
 	return nil
+}
+
+// BeginStage trains the policy with another optimiser and schedule (the
+// warm start's) until end gives it back its own; the weights stay on the
+// device. from, when set, replaces them first, with opt's moments (a stage
+// continued from its checkpoint).
+func (d *Device) BeginStage(from *model.Model, opt *model.AdamW, sched model.Schedule) (end func(), err error) {
+	p := d.P
+	own, ownSched := p.Optim, p.Schedule
+	if from != nil {
+		err = p.Load(from, opt)
+	} else {
+		err = p.UseOptim(opt)
+	}
+	if err != nil {
+		p.Optim = own
+		return nil, fmt.Errorf("begin stage: %w", err)
+	}
+	p.Schedule = sched
+	return func() { p.Optim, p.Schedule = own, ownSched }, nil
+}
+
+// Restart starts the policy's own optimiser afresh on the weights a stage
+// left on the device (its moments uploaded; they have not moved), and makes
+// a reference that is a copy of the policy (not a LoRA's adapters-off
+// base) a copy of those weights, device to device: a warm start's weights
+// never travel back to the host for GRPO to go on from them.
+func (d *Device) Restart() error {
+	if err := d.P.UseOptim(d.P.Optim); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	if d.Ref != nil && d.P.LoRA == nil {
+		if err := d.Ref.R.Engine.CopyWeightsFrom(d.P.Engine); err != nil {
+			return fmt.Errorf("restart: reference: %w", err)
+		}
+	}
+	return d.P.Republish()
 }
 
 // DeviceReference is the frozen reference on a device.

@@ -7,3 +7,15 @@ import (
 
 // Snaps exposes a policy's snapshots to the external tests.
 func Snaps(p *Model) *snapshot.Set[*model.Model] { return &p.snaps }
+
+// TurnsCached says how many tokens each of the policy's kept agent
+// trajectories holds in its cache.
+func TurnsCached(p *Model) []int {
+	p.turns.mu.Lock()
+	defer p.turns.mu.Unlock()
+	var n []int
+	for _, cv := range p.turns.convs {
+		n = append(n, cv.Cached())
+	}
+	return n
+}

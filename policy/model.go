@@ -11,6 +11,7 @@ import (
 
 	"github.com/swetui/swetui/internal/snapshot"
 	"github.com/swetui/swetui/model"
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/train"
 )
 
@@ -41,13 +42,15 @@ type Model struct {
 	snaps snapshot.Set[*model.Model]
 
 	lora *loraMode // nil: every weight trains (lora.go)
+
+	turns turnCache // agent trajectories' caches (turns.go)
 }
 
 // NewModel wraps m; sampling stops at ChatML's end-of-turn and end-of-text
 // tokens (SetStopTokens for another chat format's).
 func NewModel(m *model.Model, opt *model.AdamW, sched model.Schedule, tok *model.Tokenizer, gradClip float64, seed uint64) *Model {
 	p := &Model{Model: m, Optim: opt, Schedule: sched, Tokenizer: tok, GradClip: gradClip}
-	p.stop = train.ChatFormat{}.StopTokens(tok)
+	p.stop = prompt.ChatFormat{}.StopTokens(tok)
 	p.pcg = rand.NewPCG(seed, 0x5a4d)
 	p.rng = rand.New(p.pcg)
 	return p
@@ -148,6 +151,7 @@ func (p *Model) Step() (gradNorm, lr float64) {
 		}
 	}
 	p.Model.ZeroGrad()
+	p.turns.drop()
 	p.refreshSnapshot()
 	return gradNorm, lr
 }
@@ -194,6 +198,7 @@ func (p *Model) Save(ctx context.Context, dir string) error {
 // Load implements Store; an architecture that differs is refused with the
 // field named.
 func (p *Model) Load(ctx context.Context, dir string) error {
+	p.turns.drop()
 	if p.lora != nil {
 		return p.loadLoRA(ctx, dir)
 	}
@@ -310,7 +315,7 @@ func widenAll(xs [][]float32) [][]float64 {
 // turn and end of text).
 func (p *Model) StopTokens() []int { return append([]int(nil), p.stop...) }
 
-// SetStopTokens makes sampling stop at ids (train.ChatFormat.StopTokens);
+// SetStopTokens makes sampling stop at ids (prompt.ChatFormat.StopTokens);
 // call it before sampling.
 func (p *Model) SetStopTokens(ids []int) { p.stop = append([]int(nil), ids...) }
 

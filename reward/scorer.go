@@ -57,6 +57,9 @@ type Scorer struct {
 	Evaluator Evaluator
 	// Parallel bounds concurrent host-side checks (default GOMAXPROCS).
 	Parallel int
+	// Limits bound what a patch may be before anything applies it
+	// (reward.max_patch_*); the zero value sets none.
+	Limits PatchLimits
 
 	semOnce sync.Once
 	sem     chan struct{}
@@ -65,7 +68,7 @@ type Scorer struct {
 // NewScorer builds a Scorer from the [reward] config: its weights, and a host
 // Applier over reward.repos_dir when reward.apply_on_host is set.
 func NewScorer(c config.Reward, ev Evaluator) *Scorer {
-	s := &Scorer{Weights: WeightsFrom(c), Evaluator: ev}
+	s := &Scorer{Weights: WeightsFrom(c), Evaluator: ev, Limits: PatchLimitsFrom(c)}
 	if c.ApplyOnHost {
 		s.Applier = &Applier{ReposDir: c.ReposDir}
 	}
@@ -127,6 +130,17 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 		start := time.Now()
 		r := &results[i]
 		*r = event.Verdict{InstanceID: inst.InstanceID, Phase: phase, NonEmpty: strings.TrimSpace(t) != ""}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("score %s: %w", inst.InstanceID, err)
+		}
+		// A text over the byte limit is refused unread (its diff is no
+		// smaller than the limit allows): extracting it is work too.
+		if over := s.Limits.overBytes(len(t)); over != "" {
+			r.Oversize, r.SyntaxError = true, over
+			r.Durations.Extract = time.Since(start)
+			todo = append(todo, i)
+			continue
+		}
 		var e Extraction
 		if rawDiffs {
 			e = Extract(NormalizeDiff(t))
@@ -142,6 +156,12 @@ func (s *Scorer) score(ctx context.Context, inst *task.Instance, texts []string,
 		}
 		if e.Patch != nil {
 			r.Files = len(e.Patch.Files)
+			if over := s.Limits.Check(e.Patch, len(e.Diff)); over != "" {
+				r.SyntaxOK, r.Oversize, r.SyntaxError = false, true, over
+				r.Durations.Extract = time.Since(start)
+				todo = append(todo, i)
+				continue
+			}
 		}
 		if r.Patch != "" {
 			p := e.Patch

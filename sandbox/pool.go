@@ -81,6 +81,7 @@ type Pool struct {
 	hosts      []*host
 	workers    []event.WorkerState
 	version    int // bumped on every change State shows, so monitor publishes only news
+	sessions   int // agent sessions open (OpenSession)
 	done       int
 	timeouts   int
 	infra      int
@@ -256,6 +257,7 @@ func (p *Pool) stateLocked() event.PoolState {
 		Timeouts:      p.timeouts,
 		InfraFailures: p.infra,
 		Retries:       p.retries,
+		Sessions:      p.sessions,
 	}
 	for _, h := range p.hosts {
 		hs := event.HostState{Endpoint: h.endpoint, Up: h.up, Active: h.active, Since: h.since}

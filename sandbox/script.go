@@ -441,6 +441,10 @@ func forgedMarkers(log, nonce string) bool {
 	return starts > 1
 }
 
+// ShellQuote quotes s for sh and bash (as it is when nothing in it needs
+// quoting).
+func ShellQuote(s string) string { return shq(s) }
+
 // shq quotes s for bash.
 func shq(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {

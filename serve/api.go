@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/task"
+	"strings"
+	"sync/atomic"
 )
 
 // ScoreRequest is the body of POST /v1/score: patches for one task, named
@@ -29,6 +32,10 @@ type ScoreRequest struct {
 	Mode       string          `json:"mode,omitempty"` // the older name of phase
 	// NoCache scores the patches again even if their verdicts are cached.
 	NoCache bool `json:"no_cache,omitempty"`
+	// ReturnPatches keeps each verdict's patch (the diff as extracted and
+	// normalised) in the answer; without it the answer does not repeat
+	// what the client sent.
+	ReturnPatches bool `json:"return_patches,omitempty"`
 }
 
 // ScoreResponse answers a ScoreRequest: one verdict per patch, in order,
@@ -68,14 +75,16 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, errorResponse{Error: msg})
 }
 
-// auth requires the bearer token, when there is one.
+// auth requires the bearer token, when there is one. The scheme's name is
+// matched in any case (RFC 9110 section 11.1), the token exactly.
 func (s *Server) auth(h http.Handler) http.Handler {
 	if s.opts.Token == "" {
 		return h
 	}
-	want := []byte("Bearer " + s.opts.Token)
+	want := []byte(s.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(token, " ")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="swetui"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)")
 			return
@@ -98,36 +107,37 @@ func badRequest(format string, args ...any) error {
 
 // parsed is a score request made ready to score.
 type parsed struct {
-	inst    *task.Instance
-	hash    string
-	phase   string
-	patches []string
-	noCache bool
+	inst          *task.Instance
+	hash          string
+	phase         string
+	patches       []string
+	noCache       bool
+	returnPatches bool
 }
 
-// parse reads and checks a score request's body.
+// parse reads and checks a score request's body: exactly one object of
+// ScoreRequest's keys (decodeStrict).
 func (s *Server) parse(w http.ResponseWriter, r *http.Request) (parsed, error) {
+	body, err := readBody(w, r, s.opts.MaxBody)
+	if err != nil {
+		return parsed{}, err
+	}
 	var req ScoreRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		if mb := new(http.MaxBytesError); errors.As(err, &mb) {
-			return parsed{}, &requestError{http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body over %d bytes (serve.max_body_kb)", mb.Limit)}
-		}
+	if err := decodeStrict(body, &req); err != nil {
 		return parsed{}, badRequest("request body: %v", err)
 	}
-	p := parsed{phase: req.Phase, patches: req.Patches, noCache: req.NoCache}
+	body = nil
+	p := parsed{phase: req.Phase, patches: req.Patches, noCache: req.NoCache, returnPatches: req.ReturnPatches}
 	switch {
 	case p.phase == "" && req.Mode == "":
 		p.phase = config.PhaseDocker
 	case p.phase == "":
 		p.phase = req.Mode
 	case req.Mode != "" && req.Mode != p.phase:
-		return parsed{}, badRequest("phase %q and mode %q disagree (mode is phase's older name)", p.phase, req.Mode)
+		return parsed{}, badRequest("phase %s and mode %s disagree (mode is phase's older name)", quote(p.phase), quote(req.Mode))
 	}
 	if err := config.CheckPhase(p.phase); err != nil {
-		return parsed{}, badRequest("%v", err)
+		return parsed{}, badRequest("phase %s: want one of %s", quote(p.phase), strings.Join(config.Phases, ", "))
 	}
 	if req.Patch != nil {
 		p.patches = append(p.patches, *req.Patch)
@@ -144,7 +154,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (parsed, error) {
 	case req.InstanceID != "":
 		k, ok := s.byID[req.InstanceID]
 		if !ok {
-			return parsed{}, &requestError{http.StatusNotFound, fmt.Sprintf("instance %s is not in the dataset (GET /v1/tasks lists them)", req.InstanceID)}
+			return parsed{}, &requestError{http.StatusNotFound, fmt.Sprintf("instance %s is not in the dataset (GET /v1/tasks lists them)", quote(req.InstanceID))}
 		}
 		p.inst, p.hash = k.inst, k.hash
 	case len(req.Instance) > 0:
@@ -175,18 +185,28 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "POST a score request")
 		return
 	}
-	p, err := s.parse(w, r)
-	if err != nil {
-		var re *requestError
-		if !errors.As(err, &re) {
-			re = &requestError{http.StatusInternalServerError, err.Error()}
-		}
-		writeError(w, re.code, re.msg)
-		s.message(event.Warn, fmt.Sprintf("POST /v1/score %d: %s", re.code, re.msg))
-		return
-	}
+	// The deadline runs from the first byte: reading, parsing and the
+	// host-side checks count, not only the wait and the containers.
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 	defer cancel()
+	// The body's bytes count against serve.inflight_mb from before it is
+	// read until the last use of its patches (which a request past its
+	// deadline leaves to the scoring still running).
+	size := s.opts.MaxBody
+	if r.ContentLength >= 0 && r.ContentLength < size {
+		size = r.ContentLength
+	}
+	if !s.bodies.take(size) {
+		s.refuse(ctx, w, r, fmt.Sprintf("a body of %d bytes", size), errBudget)
+		return
+	}
+	held := newHold(func() { s.bodies.give(size) })
+	defer held.done()
+	p, err := s.parse(w, r)
+	if err != nil {
+		s.answerError(w, "POST /v1/score", err)
+		return
+	}
 
 	resp := ScoreResponse{InstanceID: p.inst.InstanceID, Phase: p.phase,
 		Verdicts: make([]event.Verdict, len(p.patches)), Cached: make([]bool, len(p.patches))}
@@ -203,9 +223,9 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 		}
 		todo = append(todo, i)
 	}
-	what := fmt.Sprintf("%s %s: %d patches", p.inst.InstanceID, p.phase, len(p.patches))
+	what := fmt.Sprintf("%s %s: %d patches", quote(p.inst.InstanceID), p.phase, len(p.patches))
 	if len(p.patches) == 1 {
-		what = fmt.Sprintf("%s %s: 1 patch", p.inst.InstanceID, p.phase)
+		what = fmt.Sprintf("%s %s: 1 patch", quote(p.inst.InstanceID), p.phase)
 	}
 	var queued time.Duration
 	step := 0
@@ -223,15 +243,35 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 		for j, i := range todo {
 			diffs[j] = p.patches[i]
 		}
-		vs, err := s.opts.Scorer.ScoreDiffs(ctx, p.inst, diffs, p.phase)
-		release()
-		if err != nil {
-			s.refuse(ctx, w, r, what, err)
+		// Scored beside the handler, so that the deadline is answered on
+		// time even while a CPU-bound check runs; the slot and the body's
+		// bytes stay taken until the scoring has ended.
+		type scored struct {
+			vs  []event.Verdict
+			err error
+		}
+		done := make(chan scored, 1)
+		held.add()
+		go func() {
+			defer held.done()
+			vs, err := s.opts.Scorer.ScoreDiffs(ctx, p.inst, diffs, p.phase)
+			release()
+			done <- scored{vs, err}
+		}()
+		var res scored
+		select {
+		case res = <-done:
+		case <-ctx.Done():
+			res.err = ctx.Err()
+		}
+		if res.err != nil {
+			s.refuse(ctx, w, r, what, res.err)
 			s.publish(event.StepFinished{Step: step, Phase: p.phase, Metrics: event.Metrics{InfraFailures: len(todo)}, Duration: time.Since(start)})
 			return
 		}
 		for j, i := range todo {
-			v := vs[j]
+			v := res.vs[j]
+			v.Log = "" // kept beside training runs, never answered or cached
 			resp.Verdicts[i] = v
 			s.m.observe(v)
 			if !v.Infra { // an infrastructure failure is worth trying again
@@ -244,12 +284,24 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 	}
 	elapsed := time.Since(start)
 	resp.QueuedS, resp.ElapsedS = queued.Seconds(), elapsed.Seconds()
-	writeJSON(w, http.StatusOK, resp)
-	s.m.reqSeconds.WithLabelValues(p.phase).Observe(elapsed.Seconds())
-
+	answer := resp
+	if !p.returnPatches {
+		answer.Verdicts = make([]event.Verdict, len(resp.Verdicts))
+		for i, v := range resp.Verdicts {
+			v.Patch = ""
+			answer.Verdicts[i] = v
+		}
+	}
+	// The console hears of the step before the client does, so that what a
+	// client sees answered is already on the screen and in the log.
 	t := tallyOf(resp.Verdicts)
+	// The console keeps the last steps' completions: what a client sent is
+	// shown cut, so that a hundred requests of large patches cost it
+	// megabytes, not the bodies' gigabytes.
 	for i, v := range resp.Verdicts {
-		s.publish(event.CompletionScored{Step: step, Index: i, Completion: p.patches[i], Verdict: v, IssueText: p.inst.ProblemStatement})
+		v.Patch = clip(v.Patch, shownBytes)
+		s.publish(event.CompletionScored{Step: step, Index: i, Completion: clip(p.patches[i], shownBytes), Verdict: v,
+			IssueText: clip(p.inst.ProblemStatement, shownBytes)})
 	}
 	s.publish(event.StepFinished{Step: step, Phase: p.phase, Metrics: t.metrics(queued, elapsed), Duration: elapsed})
 	if s.opts.RequestLines {
@@ -257,6 +309,29 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 			what += fmt.Sprintf(" (%d cached)", cached)
 		}
 		s.message(event.Info, fmt.Sprintf("POST /v1/score 200 #%d %s: %s, waited %.1fs, %.2fs", step, what, t, queued.Seconds(), elapsed.Seconds()))
+	}
+	writeJSON(w, http.StatusOK, answer)
+	s.m.reqSeconds.WithLabelValues(p.phase).Observe(elapsed.Seconds())
+}
+
+// hold runs release once every holder is done: the handler, and the
+// scoring it may leave running past its deadline.
+type hold struct {
+	n       atomic.Int32
+	release func()
+}
+
+func newHold(release func()) *hold {
+	h := &hold{release: release}
+	h.n.Store(1)
+	return h
+}
+
+func (h *hold) add() { h.n.Add(1) }
+
+func (h *hold) done() {
+	if h.n.Add(-1) == 0 {
+		h.release()
 	}
 }
 
@@ -270,6 +345,9 @@ func (s *Server) refuse(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		s.m.rejected.WithLabelValues("queue_full").Inc()
 		running, waiting := s.queue.depth()
 		code, msg, retry = http.StatusTooManyRequests, fmt.Sprintf("queue full: %d being scored, %d waiting (serve.queue)", running, waiting), true
+	case errors.Is(err, errBudget):
+		s.m.rejected.WithLabelValues("inflight_bytes").Inc()
+		code, msg, retry = http.StatusTooManyRequests, fmt.Sprintf("the server holds %d MiB of requests already (serve.inflight_mb)", s.bodies.held()>>20), true
 	case errors.Is(err, errStopping):
 		s.m.rejected.WithLabelValues("stopping").Inc()
 		code, msg, retry = http.StatusServiceUnavailable, "server stopping", true
@@ -282,7 +360,7 @@ func (s *Server) refuse(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	if retry {
-		secs, exact := s.queue.retryAfter()
+		secs, exact := jitter(s.queue.retryAfter())
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		writeJSON(w, code, errorResponse{Error: msg, RetryAfterS: math.Round(exact.Seconds()*1000) / 1000})
 		s.message(event.Warn, fmt.Sprintf("POST /v1/score %d %s: %s, retry after %ds", code, what, msg, secs))
@@ -290,6 +368,13 @@ func (s *Server) refuse(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	writeError(w, code, msg)
 	s.message(event.Warn, fmt.Sprintf("POST /v1/score %d %s: %s", code, what, msg))
+}
+
+// jitter spreads the clients refused together over up to half as long
+// again, so that they do not all come back in the same second.
+func jitter(secs int, exact time.Duration) (int, time.Duration) {
+	exact += time.Duration(rand.Int64N(int64(exact)/2 + 1))
+	return int(min(max(math.Ceil(exact.Seconds()), 1), 90)), exact
 }
 
 // tally is a request's verdicts in numbers.
@@ -367,7 +452,7 @@ func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request) {
 	switch split {
 	case "", task.SplitAll, task.SplitTrain, task.SplitTest:
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("split %q: want train, test or all", split))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("split %s: want train, test or all", quote(split)))
 		return
 	}
 	full := r.URL.Query().Get("full")

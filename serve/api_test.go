@@ -117,7 +117,7 @@ func TestScoreInOrderAndCached(t *testing.T) {
 	f := &fakeScorer{}
 	ts := startServer(t, f, nil)
 	patches := []string{"resolve it", "apply this", "", "infra"}
-	a, resp := score(t, ts, ScoreRequest{InstanceID: "acme__widget-1", Patches: patches, Phase: "apply-only"})
+	a, resp := score(t, ts, ScoreRequest{InstanceID: "acme__widget-1", Patches: patches, Phase: "apply-only", ReturnPatches: true})
 	if a.code != 200 {
 		t.Fatalf("%d %s", a.code, a.body)
 	}
@@ -157,8 +157,38 @@ func TestScoreInOrderAndCached(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// The cache's bytes bound it as its entries do: large patches push out the
+// oldest, one larger than the bound is not kept, and the bytes it counts
+// are those of what it holds.
+func TestCacheBoundedByBytes(t *testing.T) {
+	big := func(n int) event.Verdict { return event.Verdict{Patch: strings.Repeat("x", n)} }
+	c := newCache(100, 10<<10)
+	c.put("a", big(4<<10))
+	c.put("b", big(4<<10))
+	c.put("c", big(4<<10)) // a goes
+	if _, ok := c.get("a"); ok || c.len() != 2 {
+		t.Errorf("a kept (%d entries) past 10 KiB of 4 KiB patches", c.len())
+	}
+	if h := c.held(); h > 10<<10 || h < 8<<10 {
+		t.Errorf("holds %d bytes, want two 4 KiB patches' worth, at most 10 KiB", h)
+	}
+	c.put("d", big(11<<10))
+	if _, ok := c.get("d"); ok {
+		t.Error("a verdict larger than the cache is kept")
+	}
+	c.put("b", big(1)) // replaced: its bytes shrink
+	if h := c.held(); h > 6<<10 {
+		t.Errorf("holds %d bytes after b shrank", h)
+	}
+	none := newCache(10, 0)
+	none.put("a", big(1))
+	if none.len() != 0 {
+		t.Error("a cache of 0 bytes keeps verdicts")
+	}
+}
+
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
-	c := newCache(2)
+	c := newCache(2, 1<<20)
 	c.put("a", event.Verdict{Reward: 1})
 	c.put("b", event.Verdict{Reward: 2})
 	c.get("a")
@@ -174,7 +204,7 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	if c.len() != 2 {
 		t.Errorf("%d entries, want 2", c.len())
 	}
-	off := newCache(0)
+	off := newCache(0, 1<<20)
 	off.put("a", event.Verdict{})
 	if _, ok := off.get("a"); ok {
 		t.Error("a cache of size 0 kept a verdict")
@@ -244,7 +274,7 @@ func TestEventsOfARequest(t *testing.T) {
 		t.Errorf("step started %v, finished %v, %d completions", started, finished, rows)
 	}
 	msgs := strings.Join(ts.events.messages(), "\n")
-	if !strings.Contains(msgs, "POST /v1/score 200 #1 acme__widget-3 docker: 2 patches: valid 2 applied 1 resolved 1") {
+	if !strings.Contains(msgs, `POST /v1/score 200 #1 "acme__widget-3" docker: 2 patches: valid 2 applied 1 resolved 1`) {
 		t.Errorf("no line for the request:\n%s", msgs)
 	}
 }

@@ -35,23 +35,46 @@ func cacheKey(instHash, phase, patch string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// cache keeps the last verdicts by key, least recently used out first.
-// Safe for concurrent use; a zero-sized cache keeps nothing.
+// cache keeps the last verdicts by key, least recently used out first,
+// within a number of entries and of bytes (a verdict holds its patch,
+// which a client makes as large as serve.max_body_kb allows). Safe for
+// concurrent use; a zero-sized cache keeps nothing.
 type cache struct {
-	size int
+	size     int
+	maxBytes int64
 
 	mu    sync.Mutex
 	order *list.List // front: most recent; values are *cacheEntry
 	byKey map[string]*list.Element
+	bytes int64
 }
 
 type cacheEntry struct {
-	key string
-	v   event.Verdict
+	key   string
+	v     event.Verdict
+	bytes int64
 }
 
-func newCache(size int) *cache {
-	return &cache{size: size, order: list.New(), byKey: map[string]*list.Element{}}
+func newCache(size int, maxBytes int64) *cache {
+	return &cache{size: size, maxBytes: maxBytes, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+// verdictBytes is about what v holds in memory: its strings and maps, and
+// a fixed share for the rest.
+func verdictBytes(v *event.Verdict) int64 {
+	n := 512 + len(v.InstanceID) + len(v.Phase) + len(v.Form) + len(v.Patch) + len(v.SyntaxError) + len(v.ApplyMethod) +
+		len(v.ApplyOutput) + len(v.TestsError) + len(v.InfraCause) + len(v.Log)
+	for k, st := range v.Statuses {
+		n += 48 + len(k) + len(st)
+	}
+	for _, h := range append(v.Hacks, v.HacksUndone...) {
+		n += 16 + len(h)
+	}
+	if v.TestsStatus != nil {
+		b, _ := json.Marshal(v.TestsStatus)
+		n += len(b)
+	}
+	return int64(n)
 }
 
 func (c *cache) get(key string) (event.Verdict, bool) {
@@ -65,23 +88,30 @@ func (c *cache) get(key string) (event.Verdict, bool) {
 	return e.Value.(*cacheEntry).v, true
 }
 
-// put keeps v under key, evicting the least recently used past the size.
+// put keeps v under key, evicting the least recently used past the size or
+// the bytes. A verdict larger than all the bytes is not kept.
 func (c *cache) put(key string, v event.Verdict) {
-	if c.size <= 0 {
+	n := int64(len(key)) + verdictBytes(&v)
+	if c.size <= 0 || n > c.maxBytes {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byKey[key]; ok {
-		e.Value.(*cacheEntry).v = v
+		old := e.Value.(*cacheEntry)
+		c.bytes += n - old.bytes
+		old.v, old.bytes = v, n
 		c.order.MoveToFront(e)
-		return
+	} else {
+		c.byKey[key] = c.order.PushFront(&cacheEntry{key: key, v: v, bytes: n})
+		c.bytes += n
 	}
-	c.byKey[key] = c.order.PushFront(&cacheEntry{key: key, v: v})
-	for c.order.Len() > c.size {
+	for c.order.Len() > c.size || c.bytes > c.maxBytes {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.byKey, last.Value.(*cacheEntry).key)
+		e := last.Value.(*cacheEntry)
+		delete(c.byKey, e.key)
+		c.bytes -= e.bytes
 	}
 }
 
@@ -89,4 +119,11 @@ func (c *cache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.order.Len()
+}
+
+// held is the bytes the cache holds.
+func (c *cache) held() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }

@@ -54,6 +54,9 @@ type Options struct {
 	RequestTimeout time.Duration // a request's whole time, waiting included
 	Drain          time.Duration // how long a stop lets requests in flight finish
 	CacheEntries   int           // verdicts cached; 0: none
+	CacheBytes     int64         // and the bytes they hold at most (0: 64 MiB)
+	InflightBytes  int64         // request bodies held at once, at most
+	BodyTimeout    time.Duration // for a request's headers and body to arrive
 	// Events receives each scored request as a step (the console charts
 	// and lists them), a line per refused request, and the server's start
 	// and stop; nil discards them.
@@ -63,6 +66,10 @@ type Options struct {
 	RequestLines bool
 	// Name titles the console ("" : the address).
 	Name string
+	// OpenSession opens the agents' sessions (/v1/sessions); nil serves
+	// none. Sessions bounds them.
+	OpenSession SessionOpener
+	Sessions    SessionLimits
 }
 
 // FromConfig fills Options' limits from [serve]; workers is
@@ -72,9 +79,14 @@ func FromConfig(c config.Serve, workers int) Options {
 	if conc <= 0 {
 		conc = max(workers, 1)
 	}
+	entries := c.CacheEntries
+	if c.CacheMB == 0 {
+		entries = 0 // serve.cache_mb = 0 turns the cache off too
+	}
 	return Options{Concurrency: conc, Queue: c.Queue, MaxPatches: c.MaxPatches, MaxBody: int64(c.MaxBodyKB) << 10,
 		RequestTimeout: time.Duration(c.RequestTimeoutS) * time.Second, Drain: time.Duration(c.DrainS) * time.Second,
-		CacheEntries: c.CacheEntries}
+		CacheEntries: entries, CacheBytes: int64(c.CacheMB) << 20, InflightBytes: int64(c.InflightMB) << 20,
+		BodyTimeout: time.Duration(c.BodyTimeoutS) * time.Second}
 }
 
 // ErrNeedToken refuses to serve off loopback without a bearer token.
@@ -104,11 +116,13 @@ type known struct {
 // Server answers the API over a Scorer. Make it with New, run it with
 // Serve; it is also the console's Controller.
 type Server struct {
-	opts  Options
-	byID  map[string]known
-	queue *admission
-	cache *cache
-	m     *metrics
+	opts   Options
+	byID   map[string]known
+	queue  *admission
+	cache  *cache
+	bodies *bodyBudget
+	live   sessions
+	m      *metrics
 
 	// base is every request's context: cancelled when a stop has waited
 	// Drain, which cancels the evaluations in flight.
@@ -144,11 +158,27 @@ func New(addr string, opts Options) (*Server, error) {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 30 * time.Minute
 	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	if opts.InflightBytes <= 0 {
+		opts.InflightBytes = 256 << 20
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = time.Minute
+	}
 	if opts.Name == "" {
 		opts.Name = "swetui serve " + addr
 	}
 	s := &Server{opts: opts, byID: make(map[string]known, len(opts.Tasks)), queue: newAdmission(opts.Concurrency, opts.Queue),
-		cache: newCache(opts.CacheEntries), stopCh: make(chan struct{}), started: time.Now()}
+		cache: newCache(opts.CacheEntries, opts.CacheBytes), bodies: &bodyBudget{limit: opts.InflightBytes},
+		stopCh: make(chan struct{}), started: time.Now(), live: sessions{byID: map[string]*liveSession{}}}
+	if s.opts.Sessions.Idle <= 0 {
+		s.opts.Sessions.Idle = 10 * time.Minute
+	}
+	if s.opts.Sessions.MaxTimeout <= 0 {
+		s.opts.Sessions.MaxTimeout = time.Minute
+	}
 	for _, in := range opts.Tasks {
 		h, err := instanceHash(in)
 		if err != nil {
@@ -166,10 +196,13 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/score", s.m.instrument("/v1/score", s.auth(http.HandlerFunc(s.handleScore))))
 	mux.Handle("/v1/tasks", s.m.instrument("/v1/tasks", s.auth(http.HandlerFunc(s.handleTasks))))
+	sess := s.m.instrument("/v1/sessions", s.auth(http.HandlerFunc(s.handleSessions)))
+	mux.Handle("/v1/sessions", sess)
+	mux.Handle("/v1/sessions/", sess)
 	mux.Handle("/healthz", s.m.instrument("/healthz", http.HandlerFunc(s.handleHealth)))
 	mux.Handle("/metrics", s.m.instrument("/metrics", s.auth(s.m.handler())))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint: POST /v1/score, GET /v1/tasks, GET /healthz, GET /metrics")
+		writeError(w, http.StatusNotFound, "no such endpoint: POST /v1/score, GET /v1/tasks, /v1/sessions, GET /healthz, GET /metrics")
 	}))
 	return mux
 }
@@ -183,7 +216,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute, // headers and body
+		ReadTimeout:       s.opts.BodyTimeout, // headers and body
 		WriteTimeout:      s.opts.RequestTimeout + time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
@@ -194,6 +227,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.publish(event.StageChanged{Stage: "serve", Detail: detail})
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
+	reapStop, reaped := make(chan struct{}), make(chan struct{})
+	go func() { defer close(reaped); s.reapIdle(reapStop) }()
+	defer func() { close(reapStop); <-reaped }() // every session closed before the caller closes the pool
 	var why string
 	select {
 	case <-ctx.Done():

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"unicode"
+
+	"unicode/utf8"
 )
 
 // DefaultWorkdir is where an instance's repository sits inside its image.
@@ -88,8 +92,8 @@ func (l *TestList) UnmarshalJSON(data []byte) error {
 // Validate checks the fields every use of an instance needs and names the
 // instance and the first missing field.
 func (in *Instance) Validate() error {
-	if in.InstanceID == "" {
-		return errors.New("missing field \"instance_id\"")
+	if err := CheckInstanceID(in.InstanceID); err != nil {
+		return err
 	}
 	for _, f := range []struct{ name, value string }{
 		{"repo", in.Repo},
@@ -109,6 +113,32 @@ func (in *Instance) Validate() error {
 	case "", "train", "test":
 	default:
 		return fmt.Errorf("instance %s: field \"split\" is %q, want \"train\" or \"test\"", in.InstanceID, in.Split)
+	}
+	return nil
+}
+
+// MaxInstanceIDBytes bounds an instance id: it names an image, a
+// container's labels and log lines.
+const MaxInstanceIDBytes = 256
+
+// CheckInstanceID refuses an instance id that is empty, longer than
+// MaxInstanceIDBytes, not UTF-8, or holds white space or control
+// characters (a newline would forge a log line, an escape sequence move a
+// terminal's cursor). The error quotes at most the id's first bytes.
+func CheckInstanceID(id string) error {
+	shown := id
+	if len(shown) > 64 {
+		shown = shown[:64]
+	}
+	switch {
+	case id == "":
+		return errors.New("missing field \"instance_id\"")
+	case len(id) > MaxInstanceIDBytes:
+		return fmt.Errorf("instance_id %q... is %d bytes, over %d", shown, len(id), MaxInstanceIDBytes)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("instance_id %q is not UTF-8", shown)
+	case strings.IndexFunc(id, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
+		return fmt.Errorf("instance_id %q holds white space or control characters", shown)
 	}
 	return nil
 }

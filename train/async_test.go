@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/task"
 )
 
 func TestAsyncWithAgeZeroMatchesSync(t *testing.T) {
-	run := func(async bool) ([]float64, []MetricsLine) {
+	run := func(async bool) ([]float64, []history.MetricsLine) {
 		cfg := testConfig(t, "run.max_steps=10", "grpo.is_correction=truncated", "grpo.kl_coef=0.02")
 		cfg.GRPO.Async.Enabled = async
 		cfg.GRPO.Async.MaxTrajectoryAgeSteps = 0

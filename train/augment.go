@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
 )
 
@@ -47,13 +48,13 @@ var (
 )
 
 // Mutations lists every single-operator bug that can be injected into the
-// function bodies of a file's visible text (before TruncationMarker, and far
+// function bodies of a file's visible text (before prompt.TruncationMarker, and far
 // enough from the cut that the fix's context is whole). Docstrings, comments
 // and string literals are left alone.
-func Mutations(f CodeFile) []Mutation {
-	text, _, _ := strings.Cut(f.Text, TruncationMarker)
+func Mutations(f prompt.CodeFile) []Mutation {
+	text, _, _ := strings.Cut(f.Text, prompt.TruncationMarker)
 	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-	if strings.Contains(f.Text, TruncationMarker) {
+	if strings.Contains(f.Text, prompt.TruncationMarker) {
 		lines = lines[:max(0, len(lines)-1)] // the last line may be cut mid-way
 	}
 	var out []Mutation
@@ -161,16 +162,16 @@ func codeMask(l string) []bool {
 }
 
 // Apply returns the file's text with the bug injected.
-func (m Mutation) Apply(f CodeFile) CodeFile {
+func (m Mutation) Apply(f prompt.CodeFile) prompt.CodeFile {
 	lines := strings.Split(f.Text, "\n")
 	lines[m.Line] = m.Buggy
-	return CodeFile{Path: f.Path, Text: strings.Join(lines, "\n")}
+	return prompt.CodeFile{Path: f.Path, Text: strings.Join(lines, "\n")}
 }
 
 // Fix is the patch that reverts the injected bug: what the policy should
 // reply when shown the buggy file.
-func (m Mutation) Fix(buggy CodeFile) string {
-	text, _, _ := strings.Cut(buggy.Text, TruncationMarker)
+func (m Mutation) Fix(buggy prompt.CodeFile) string {
+	text, _, _ := strings.Cut(buggy.Text, prompt.TruncationMarker)
 	lines := strings.Split(text, "\n")
 	// Only the hunk's lines matter; the rest of a cut file is left out so the
 	// diff does not see the cut as a change.
@@ -199,10 +200,10 @@ func syntheticIssue(r *rand.Rand, path, fn string) string {
 }
 
 // SyntheticFixes draws up to n distinct synthetic fixes from files, each as
-// the user's turn of its prompt (UserTurn: the issue and the files, one
+// the user's turn of its prompt (prompt.UserTurn: the issue and the files, one
 // with the bug) and the patch that is its reply. The same r gives the same
 // examples.
-func SyntheticFixes(r *rand.Rand, files []CodeFile, n int) (users, patches []string) {
+func SyntheticFixes(r *rand.Rand, files []prompt.CodeFile, n int) (users, patches []string) {
 	type cand struct {
 		file int
 		m    Mutation
@@ -215,9 +216,9 @@ func SyntheticFixes(r *rand.Rand, files []CodeFile, n int) (users, patches []str
 	}
 	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	for _, c := range all[:min(n, len(all))] {
-		shown := append([]CodeFile(nil), files...)
+		shown := append([]prompt.CodeFile(nil), files...)
 		shown[c.file] = c.m.Apply(files[c.file])
-		users = append(users, UserTurn(syntheticIssue(r, c.m.File, c.m.Func), shown))
+		users = append(users, prompt.UserTurn(syntheticIssue(r, c.m.File, c.m.Func), shown))
 		patches = append(patches, c.m.Fix(shown[c.file]))
 	}
 	return users, patches
@@ -233,7 +234,7 @@ const renameSalt = 0x9e3779b97f4a7c15
 // training split's few package names learns to recall a path instead of
 // copying it from the prompt, and then writes a training package's path
 // for a held-out task.
-func RenamePackages(r *rand.Rand, files []CodeFile, user, patch string) (string, string) {
+func RenamePackages(r *rand.Rand, files []prompt.CodeFile, user, patch string) (string, string) {
 	seen := map[string]bool{}
 	var olds []string
 	for _, f := range files {

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"github.com/swetui/swetui/prompt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -62,7 +63,7 @@ def tail(xs):
 `
 
 func TestMutationsOnlyTouchFunctionCode(t *testing.T) {
-	ms := Mutations(CodeFile{Path: "pkg/items.py", Text: augmentSample})
+	ms := Mutations(prompt.CodeFile{Path: "pkg/items.py", Text: augmentSample})
 	lines := strings.Split(augmentSample, "\n")
 	got := map[int]bool{}
 	for _, m := range ms {
@@ -89,8 +90,8 @@ func TestMutationsOnlyTouchFunctionCode(t *testing.T) {
 }
 
 func TestMutationsStopBeforeTheCut(t *testing.T) {
-	cut := augmentSample[:strings.Index(augmentSample, "def last")+20] + TruncationMarker
-	for _, m := range Mutations(CodeFile{Path: "a.py", Text: cut}) {
+	cut := augmentSample[:strings.Index(augmentSample, "def last")+20] + prompt.TruncationMarker
+	for _, m := range Mutations(prompt.CodeFile{Path: "a.py", Text: cut}) {
 		if m.Line > 11 {
 			t.Errorf("mutation of line %d: its context would run into the cut", m.Line)
 		}
@@ -103,7 +104,7 @@ func TestFixRevertsTheMutation(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	orig := CodeFile{Path: "pkg/items.py", Text: augmentSample}
+	orig := prompt.CodeFile{Path: "pkg/items.py", Text: augmentSample}
 	for _, m := range Mutations(orig) {
 		dir := t.TempDir()
 		buggy := m.Apply(orig)
@@ -123,7 +124,7 @@ func TestFixRevertsTheMutation(t *testing.T) {
 }
 
 func TestSyntheticFixesAreDistinctAndReproducible(t *testing.T) {
-	files := []CodeFile{{Path: "pkg/items.py", Text: augmentSample}}
+	files := []prompt.CodeFile{{Path: "pkg/items.py", Text: augmentSample}}
 	p1, d1 := SyntheticFixes(rand.New(rand.NewPCG(1, 2)), files, 5)
 	p2, d2 := SyntheticFixes(rand.New(rand.NewPCG(1, 2)), files, 5)
 	if len(d1) != 5 || !slices.Equal(p1, p2) || !slices.Equal(d1, d2) {
@@ -136,7 +137,7 @@ func TestSyntheticFixesAreDistinctAndReproducible(t *testing.T) {
 		if strings.Contains(p, "Example: first([1 > 0])") == false {
 			t.Errorf("user turn %d lost the docstring", i)
 		}
-		if strings.Contains(p, ImStart) || !strings.Contains(p, "\n\n[pkg/items.py]\n") {
+		if strings.Contains(p, prompt.ImStart) || !strings.Contains(p, "\n\n[pkg/items.py]\n") {
 			t.Errorf("user turn %d is not an issue and its file: %q", i, p)
 		}
 	}
@@ -146,8 +147,8 @@ func TestSyntheticFixesAreDistinctAndReproducible(t *testing.T) {
 }
 
 func TestRenamePackagesRenamesFoldersInIssueFilesAndPatch(t *testing.T) {
-	files := []CodeFile{{Path: "cobalt/pricing.py", Text: "from cobalt.util import x\ndef f():\n    return x < 1\n"}}
-	user := UserTurn("Bug in cobalt.pricing.f", files)
+	files := []prompt.CodeFile{{Path: "cobalt/pricing.py", Text: "from cobalt.util import x\ndef f():\n    return x < 1\n"}}
+	user := prompt.UserTurn("Bug in cobalt.pricing.f", files)
 	patch := "diff --git a/cobalt/pricing.py b/cobalt/pricing.py\n--- a/cobalt/pricing.py\n+++ b/cobalt/pricing.py\n@@ -1,3 +1,3 @@\n from cobalt.util import x\n def f():\n-    return x < 1\n+    return x <= 1\n"
 	p, d := RenamePackages(rand.New(rand.NewPCG(1, 2)), files, user, patch)
 	name := madeUpName(rand.New(rand.NewPCG(1, 2)))
@@ -158,7 +159,7 @@ func TestRenamePackagesRenamesFoldersInIssueFilesAndPatch(t *testing.T) {
 		t.Fatalf("renamed user turn %q\npatch %q, want cobalt -> %s everywhere", p, d, name)
 	}
 	// A word that only contains the folder's name is left alone.
-	if p, _ := RenamePackages(rand.New(rand.NewPCG(1, 2)), files, UserTurn("cobalts", nil), ""); !strings.Contains(p, "cobalts") {
+	if p, _ := RenamePackages(rand.New(rand.NewPCG(1, 2)), files, prompt.UserTurn("cobalts", nil), ""); !strings.Contains(p, "cobalts") {
 		t.Fatalf("renamed inside a word: %q", p)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/swetui/swetui/internal/hoststat"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/policy"
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
@@ -123,14 +124,14 @@ func benchStepDocker(b *testing.B, async bool, testSleep int) {
 			scorer.Applier.RegisterInstance(in.InstanceID, repos[in.InstanceID])
 		}
 	}
-	prompter := train.RepoPrompter{MaxContextBytes: 1200, RepoDir: func(_ context.Context, in *task.Instance) (string, error) { return repos[in.InstanceID], nil }}
+	prompter := prompt.Repo{MaxContextBytes: 1200, RepoDir: func(_ context.Context, in *task.Instance) (string, error) { return repos[in.InstanceID], nil }}
 	var texts []string
 	for _, in := range tasks {
 		p, err := prompter.Prompt(ctx, in)
 		if err != nil {
 			b.Fatal(err)
 		}
-		texts = append(texts, p, train.ChatFormat{}.GoldCompletion(in.Patch))
+		texts = append(texts, p, prompt.ChatFormat{}.GoldCompletion(in.Patch))
 	}
 	tok, err := model.TrainBPE(ctx, slices.Values(texts), cfg.Model.VocabSize, nil)
 	if err != nil {
@@ -147,13 +148,13 @@ func benchStepDocker(b *testing.B, async bool, testSleep int) {
 	pol.Temp = cfg.Sample.Temperature
 	gold := map[string]train.Sample{}
 	for i, in := range tasks {
-		prompt := tok.Encode(texts[2*i])
-		reply := tok.Encode(train.ChatFormat{}.GoldCompletion(in.Patch))
-		lp, err := pol.Logprobs(ctx, []train.Sequence{{Prompt: prompt, Completion: reply}})
+		promptIDs := tok.Encode(texts[2*i])
+		reply := tok.Encode(prompt.ChatFormat{}.GoldCompletion(in.Patch))
+		lp, err := pol.Logprobs(ctx, []train.Sequence{{Prompt: promptIDs, Completion: reply}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		gold[promptKey(prompt)] = train.Sample{Tokens: reply, Logprobs: lp[0]}
+		gold[promptKey(promptIDs)] = train.Sample{Tokens: reply, Logprobs: lp[0]}
 	}
 	ref := &policy.ModelReference{Model: m.Clone(), Temp: cfg.Sample.Temperature}
 	bus := event.NewBus()

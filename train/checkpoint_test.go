@@ -15,6 +15,7 @@ import (
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 )
 
 func readLines(t *testing.T, path string) []string {
@@ -34,10 +35,10 @@ func readLines(t *testing.T, path string) []string {
 }
 
 // metricsWithoutTimes drops the fields that differ between two equal runs.
-func metricsWithoutTimes(t *testing.T, lines []string) []MetricsLine {
-	var out []MetricsLine
+func metricsWithoutTimes(t *testing.T, lines []string) []history.MetricsLine {
+	var out []history.MetricsLine
 	for _, l := range lines {
-		var m MetricsLine
+		var m history.MetricsLine
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,8 @@ package train
 import (
 	"math"
 	"testing"
+
+	"fmt"
 )
 
 func near(t *testing.T, name string, got, want float64) {
@@ -219,6 +221,41 @@ func checkLossGradient(t *testing.T, name string, cfg LossConfig, seqs []SeqInpu
 			if math.Abs(fd-grads[i][j]) > 1e-5 {
 				t.Errorf("%s seq %d tok %d: analytic %.8f, finite difference %.8f", name, i, j, grads[i][j], fd)
 			}
+		}
+	}
+}
+
+// A masked token (an agent's observation) is no loss token: the hand-worked
+// sequence above, with two observation tokens around it, has the same loss
+// and the same cotangents on its reply tokens, 0 on the others; and the
+// masked loss's cotangent is its finite difference in every logp.
+func TestGRPOLossMask(t *testing.T) {
+	cfg := LossConfig{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: 0.1, KLEstimator: "k3", LossAgg: "token-mean", ISCorrection: "none"}
+	st, grads := GRPOLoss(cfg, []SeqInput{{
+		Advantage: 2,
+		Logp:      []float64{-0.3, -1, -5, -1},
+		Old:       []float64{-9, -1, 0, -1.5},
+		Ref:       []float64{-7, -1, -1, -2},
+		Mask:      []bool{false, true, false, true},
+	}})
+	near(t, "loss", st.Loss, -2.26160603)
+	for i, want := range []float64{0, -1, 0, 0.03160603} {
+		near(t, fmt.Sprintf("grad%d", i), grads[0][i], want)
+	}
+	near(t, "kl", st.KL, 0.367879441/2)
+	if st.Tokens != 2 {
+		t.Errorf("%d loss tokens, want the 2 unmasked", st.Tokens)
+	}
+	for _, agg := range []string{"token-mean", "seq-mean-token-mean", "seq-sum-constant"} {
+		for _, ratio := range []string{"token", "sequence"} {
+			cfg := LossConfig{ClipLow: 0.2, ClipHigh: 0.28, KLCoef: 0.05, KLEstimator: "k2", LossAgg: agg, Ratio: ratio, MaxLen: 8,
+				ISCorrection: "truncated", ISCap: 2}
+			seqs := []SeqInput{
+				{Advantage: 0.8, Logp: []float64{-1.1, -0.3, -2, -0.7}, Old: []float64{-1, -0.35, -2.5, -0.2}, Ref: []float64{-1.3, -0.2, -1.9, -0.1},
+					Behaviour: []float64{-1.2, -0.3, -2.4, 0}, Mask: []bool{true, false, true, true}},
+				{Advantage: -1.3, Logp: []float64{-0.5, -4}, Old: []float64{-0.45, -3.9}, Ref: []float64{-0.6, -3}, Behaviour: []float64{-0.4, -3.95}},
+			}
+			checkLossGradient(t, "masked "+agg+"/"+ratio, cfg, seqs)
 		}
 	}
 }

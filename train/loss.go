@@ -23,6 +23,10 @@ type SeqInput struct {
 	Old       []float64
 	Ref       []float64
 	Behaviour []float64
+	// Mask, when set, says which tokens are loss tokens (an agent's
+	// replies); the others (its observations, the chat template's text)
+	// add nothing to the loss and get a cotangent of 0.
+	Mask []bool
 }
 
 // LossStats are the loss's diagnostics, averaged over loss tokens.
@@ -45,7 +49,69 @@ type LossStats struct {
 //	L = (1/G) Σ_i -tis_i · min(s_i A_i, clip(s_i) A_i) + Σ_i Σ_t w_it · β · KL_it
 //
 // KL is left out when β is 0 (Ref is then never read).
+//
+// A sequence with a Mask counts as the sequence of its loss tokens alone.
 func GRPOLoss(cfg LossConfig, seqs []SeqInput) (LossStats, [][]float64) {
+	full := seqs
+	seqs, masked := lossTokens(seqs)
+	st, grads := grpoLoss(cfg, seqs)
+	if masked {
+		grads = spread(grads, full)
+	}
+	return st, grads
+}
+
+// lossTokens is each sequence cut to its loss tokens; masked says whether
+// any had a Mask.
+func lossTokens(seqs []SeqInput) (out []SeqInput, masked bool) {
+	out = make([]SeqInput, len(seqs))
+	for i, s := range seqs {
+		if s.Mask == nil {
+			out[i] = s
+			continue
+		}
+		masked = true
+		c := SeqInput{Advantage: s.Advantage}
+		for t, on := range s.Mask {
+			if !on {
+				continue
+			}
+			c.Logp = append(c.Logp, s.Logp[t])
+			c.Old = append(c.Old, s.Old[t])
+			if t < len(s.Ref) {
+				c.Ref = append(c.Ref, s.Ref[t])
+			}
+			if t < len(s.Behaviour) {
+				c.Behaviour = append(c.Behaviour, s.Behaviour[t])
+			}
+		}
+		out[i] = c
+	}
+	return out, masked
+}
+
+// spread puts the loss tokens' cotangents back at their places in full's
+// sequences, 0 elsewhere.
+func spread(grads [][]float64, full []SeqInput) [][]float64 {
+	out := make([][]float64, len(full))
+	for i, s := range full {
+		if s.Mask == nil {
+			out[i] = grads[i]
+			continue
+		}
+		out[i] = make([]float64, len(s.Logp))
+		k := 0
+		for t, on := range s.Mask {
+			if on {
+				out[i][t] = grads[i][k]
+				k++
+			}
+		}
+	}
+	return out
+}
+
+func grpoLoss(cfg LossConfig, seqs []SeqInput) (LossStats, [][]float64) {
 	lengths := make([]int, len(seqs))
 	nonEmpty := 0
 	for i, s := range seqs {

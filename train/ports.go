@@ -31,6 +31,27 @@ type Sample struct {
 type Sequence struct {
 	Prompt     []int
 	Completion []int
+	// Mask, when set, says which completion tokens are loss tokens (an
+	// agent's replies, not its observations); the policy computes every
+	// token and the losses weigh only these.
+	Mask []bool
+}
+
+// lossToken reports whether completion token t of s is a loss token.
+func (s Sequence) lossToken(t int) bool { return s.Mask == nil || s.Mask[t] }
+
+// lossTokens counts s's loss tokens.
+func (s Sequence) lossTokens() int {
+	if s.Mask == nil {
+		return len(s.Completion)
+	}
+	n := 0
+	for _, on := range s.Mask {
+		if on {
+			n++
+		}
+	}
+	return n
 }
 
 // Policy is the trainable model.
@@ -64,6 +85,18 @@ type SnapshotSampler interface {
 	SampleSnapshot(ctx context.Context, prompt []int, n int, opts SampleOptions) ([]Sample, int, error)
 }
 
+// TurnPolicy is a Policy that keeps an agent's trajectory's keys and values
+// from one turn to the next: SampleTurn draws one reply to context (Sample
+// with n = 1) and computes only what context adds to a trajectory it
+// sampled before (the last turn's context and reply). Agent mode uses it
+// where the policy has it.
+type TurnPolicy interface {
+	SampleTurn(ctx context.Context, context []int, opts SampleOptions) (Sample, error)
+	// SampleTurnSnapshot draws from the newest snapshot, as SampleSnapshot,
+	// and says which version drew it.
+	SampleTurnSnapshot(ctx context.Context, context []int, opts SampleOptions) (Sample, int, error)
+}
+
 // Reference is the frozen reference policy of the KL term.
 type Reference interface {
 	Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error)
@@ -84,4 +117,39 @@ type Scorer interface {
 // Prompter renders the prompt text of a task.
 type Prompter interface {
 	Prompt(ctx context.Context, inst *task.Instance) (string, error)
+}
+
+// AgentPrompter renders agent mode's prompt of a task (prompt.Repo and
+// prompt.Text): the issue and the paths of the files data.prompt chose.
+type AgentPrompter interface {
+	AgentPrompt(ctx context.Context, inst *task.Instance) (string, error)
+}
+
+// TurnSampler draws one reply of an agent's trajectory from its context
+// with the trainer's weights (the snapshot's in async mode).
+type TurnSampler func(ctx context.Context, context []int, maxNew int) (Sample, error)
+
+// Rollout is one agent-mode trajectory as the trainer trains on it.
+type Rollout struct {
+	// Tokens are the prompt's, then each reply's as sampled and each
+	// observation's as tokenized; Sampled marks the replies' (the loss
+	// tokens), Logprobs their behaviour logprobs (0 elsewhere).
+	Tokens    []int
+	Sampled   []bool
+	Logprobs  []float64
+	PromptLen int
+	Finished  bool // the agent submitted
+	// Agent is the trajectory turn by turn (its end, each command and what
+	// came back): rollouts.jsonl and the console keep it as data, and the
+	// step's agent/* metrics count its ends and turns.
+	Agent *event.Trajectory
+	// Verdict grades its diff, in a fresh sandbox.
+	Verdict event.Verdict
+}
+
+// Agent plays g trajectories of a task from prompt in its sandbox (agent
+// mode), each turn sampled with sample, and grades each one's diff in
+// phase. Package app's is agent.Episode over the sandbox pool's sessions.
+type Agent interface {
+	Rollouts(ctx context.Context, inst *task.Instance, prompt []int, g int, phase string, sample TurnSampler) ([]Rollout, error)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
 )
 
@@ -41,6 +42,12 @@ type group struct {
 	verdicts []event.Verdict
 	adv      []float64
 	ok       bool
+	// Agent mode: each sample is a trajectory's tokens after the prompt,
+	// masks say which the policy sampled; verdicts come with them.
+	agent    bool
+	masks    [][]bool
+	finished []bool
+	trajs    []*event.Trajectory // each completion's turns
 
 	sampleTime, rewardTime time.Duration
 }
@@ -61,17 +68,20 @@ func (t *Trainer) sampleOptions() SampleOptions {
 // sampleGroup renders the task's prompt and draws the phase's G
 // completions.
 func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur cursor, phase string) (*group, error) {
+	if t.agentMode() {
+		return t.agentGroup(ctx, inst, cur, phase)
+	}
 	begin := time.Now()
 	opts := t.sampleOptions()
-	prompt, err := PromptTokens(ctx, t.d.Prompter, t.d.Tokenizer, inst, t.cfg.Model.Context, opts.MaxNewTokens)
+	ids, err := prompt.Tokens(ctx, t.d.Prompter, t.d.Tokenizer, inst, t.cfg.Model.Context, opts.MaxNewTokens)
 	if err != nil {
 		return nil, err
 	}
-	samples, version, err := t.sample(ctx, prompt, t.cfg.GRPO.GroupSizeIn(phase), opts)
+	samples, version, err := t.sample(ctx, ids, t.cfg.GRPO.GroupSizeIn(phase), opts)
 	if err != nil {
 		return nil, fmt.Errorf("sample %s: %w", inst.InstanceID, err)
 	}
-	gr := &group{inst: inst, cursor: cur, version: version, prompt: prompt, samples: samples}
+	gr := &group{inst: inst, cursor: cur, version: version, prompt: ids, samples: samples}
 	for _, s := range samples {
 		gr.texts = append(gr.texts, t.d.Chat.CompletionText(t.d.Tokenizer, s.Tokens))
 	}
@@ -93,6 +103,9 @@ func (t *Trainer) sample(ctx context.Context, prompt []int, g int, opts SampleOp
 }
 
 func (t *Trainer) scoreGroup(ctx context.Context, gr *group, phase string) error {
+	if gr.agent {
+		return nil // graded as they were played
+	}
 	begin := time.Now()
 	verdicts, err := t.d.Scorer.Score(ctx, gr.inst, gr.texts, phase)
 	if err != nil {

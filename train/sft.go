@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
 )
 
@@ -47,21 +48,27 @@ type LossPoint struct {
 func sftBatch(batch []Sequence, promptWeight float64) (seqs []Sequence, cot [][]float64, n int) {
 	m := 0
 	for _, s := range batch {
-		n += len(s.Completion)
+		n += s.lossTokens()
 		m += len(s.Prompt) - 1
 	}
 	for _, s := range batch {
 		row := make([]float64, 0, len(s.Prompt)+len(s.Completion))
+		completion := s
 		if promptWeight > 0 && len(s.Prompt) > 1 {
 			for range len(s.Prompt) - 1 {
 				row = append(row, -promptWeight/float64(m))
 			}
 			s = Sequence{Prompt: s.Prompt[:1], Completion: append(slices.Clone(s.Prompt[1:]), s.Completion...)}
 		}
-		for range len(s.Completion) - len(row) {
-			row = append(row, -1/float64(n))
+		// An agent's observations are no targets: a cotangent of 0.
+		for t := range completion.Completion {
+			if completion.lossToken(t) {
+				row = append(row, -1/float64(n))
+			} else {
+				row = append(row, 0)
+			}
 		}
-		seqs, cot = append(seqs, s), append(cot, row)
+		seqs, cot = append(seqs, Sequence{Prompt: s.Prompt, Completion: s.Completion}), append(cot, row)
 	}
 	return seqs, cot, n
 }
@@ -98,13 +105,7 @@ type SFTData struct {
 	RenameFrac float64
 	// Chat is the prompter's chat format: the synthetic fixes' prompts and
 	// every reply's end of turn are written in it (zero: ChatML).
-	Chat ChatFormat
-}
-
-// FileLister is a Prompter that can say which files a prompt shows: its
-// Prompt(inst) is Chat.RenderPrompt(inst.ProblemStatement, Files(inst)).
-type FileLister interface {
-	Files(ctx context.Context, inst *task.Instance) ([]CodeFile, error)
+	Chat prompt.ChatFormat
 }
 
 // SFTSkips says which gold replies SFTExamples left out, and why: longer
@@ -121,7 +122,7 @@ type SFTSkips struct {
 // tokens and the whole within the context (the prompt is cut from the front
 // when needed). skipped counts the gold completions that do not fit.
 func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok Tokenizer, d SFTData) (out []SFTExample, skipped SFTSkips, err error) {
-	add := func(ex SFTExample, prompt, patch string) (bool, error) {
+	add := func(ex SFTExample, promptText, patch string) (bool, error) {
 		patch, err := task.TrimContext(patch, d.ContextLines)
 		if err != nil {
 			return false, fmt.Errorf("sft: gold reply of %s: %w", ex.InstanceID, err)
@@ -133,19 +134,19 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 			}
 			return false, nil
 		}
-		// Cut as PromptTokens cuts what GRPO and eval sample from (room for
+		// Cut as prompt.Tokens cuts what GRPO and eval sample from (room for
 		// MaxNew), so the policy learns on the prompt it will be given.
-		ex.Seq = Sequence{Prompt: FitPrompt(tok.Encode(prompt), d.Context, d.MaxNew), Completion: c}
+		ex.Seq = Sequence{Prompt: prompt.Fit(tok.Encode(promptText), d.Context, d.MaxNew), Completion: c}
 		out = append(out, ex)
 		return true, nil
 	}
-	lister, _ := p.(FileLister)
+	lister, _ := p.(prompt.FileLister)
 	if d.Synthetic == 0 {
 		lister = nil
 	}
 	for i, inst := range tasks {
 		var text string
-		var files []CodeFile
+		var files []prompt.CodeFile
 		if lister != nil { // read the files once, for the prompt and the fixes
 			if files, err = lister.Files(ctx, inst); err != nil {
 				return nil, skipped, fmt.Errorf("sft: files of %s: %w", inst.InstanceID, err)
@@ -176,11 +177,11 @@ func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok To
 				users[k], patches[k] = RenamePackages(rr, files, users[k], patches[k])
 			}
 			id := fmt.Sprintf("%s#synthetic-%d", inst.InstanceID, k+1)
-			prompt, err := d.Chat.Render(SystemPrompt, users[k])
+			text, err := d.Chat.Render(prompt.System, users[k])
 			if err != nil {
 				return nil, skipped, fmt.Errorf("sft: prompt %s: %w", id, err)
 			}
-			if _, err := add(SFTExample{InstanceID: id, Synthetic: true}, prompt, patches[k]); err != nil {
+			if _, err := add(SFTExample{InstanceID: id, Synthetic: true}, text, patches[k]); err != nil {
 				return nil, skipped, err
 			}
 		}
@@ -236,8 +237,10 @@ func RunSFT(ctx context.Context, opts SFTOptions, pol Policy, examples []SFTExam
 		}
 		nll := 0.0
 		for i, row := range logp {
-			for _, lp := range row[len(row)-len(batch[i].Completion):] {
-				nll -= lp
+			for t, lp := range row[len(row)-len(batch[i].Completion):] {
+				if batch[i].lossToken(t) {
+					nll -= lp
+				}
 			}
 		}
 		if l := nll / float64(n); !finite(l) {
@@ -286,10 +289,12 @@ func HeldoutNLL(ctx context.Context, pol Policy, examples []SFTExample, batchSiz
 		if err != nil {
 			return 0, err
 		}
-		for _, row := range logp {
-			for _, lp := range row {
-				nll -= lp
-				n++
+		for i, row := range logp {
+			for t, lp := range row {
+				if seqs[i].lossToken(t) {
+					nll -= lp
+					n++
+				}
 			}
 		}
 	}

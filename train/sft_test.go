@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
 )
 
@@ -63,8 +64,8 @@ func TestSFTSkipsTooLongGold(t *testing.T) {
 // filesPrompter shows one fixed file for every task.
 type filesPrompter struct{ staticPrompter }
 
-func (filesPrompter) Files(context.Context, *task.Instance) ([]CodeFile, error) {
-	return []CodeFile{{Path: "pkg/items.py", Text: augmentSample}}, nil
+func (filesPrompter) Files(context.Context, *task.Instance) ([]prompt.CodeFile, error) {
+	return []prompt.CodeFile{{Path: "pkg/items.py", Text: augmentSample}}, nil
 }
 
 func TestSFTExamplesAddSyntheticFixes(t *testing.T) {
@@ -140,7 +141,7 @@ func TestSFTExamplesTrimTheGoldContext(t *testing.T) {
 	if err != nil || len(ex) != 1 {
 		t.Fatalf("examples %v err %v", ex, err)
 	}
-	want := ChatFormat{}.GoldCompletion("--- a/x\n+++ b/x\n@@ -3,3 +3,3 @@\n c\n-d\n+D\n e\n")
+	want := prompt.ChatFormat{}.GoldCompletion("--- a/x\n+++ b/x\n@@ -3,3 +3,3 @@\n c\n-d\n+D\n e\n")
 	if got := (runeTokenizer{}).Decode(ex[0].Seq.Completion); got != want {
 		t.Fatalf("completion %q, want %q", got, want)
 	}
@@ -148,5 +149,31 @@ func TestSFTExamplesTrimTheGoldContext(t *testing.T) {
 	tasks[0].Patch = "--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n"
 	if _, _, err := SFTExamples(context.Background(), tasks, staticPrompter{}, runeTokenizer{}, d); err == nil || !strings.Contains(err.Error(), "gold reply of a") {
 		t.Fatalf("error %v, want one naming task a", err)
+	}
+}
+
+// An agent trajectory's observations are no SFT targets: the cotangent is
+// -1/n on the masked-in completion tokens (n counting only those), 0 on the
+// others, and prompt tokens keep their weight.
+func TestSFTBatchMask(t *testing.T) {
+	batch := []Sequence{
+		{Prompt: []int{1, 2}, Completion: []int{3, 4, 5, 6}, Mask: []bool{true, false, false, true}},
+		{Prompt: []int{1, 2}, Completion: []int{7}},
+	}
+	seqs, cot, n := sftBatch(batch, 0)
+	if n != 3 {
+		t.Fatalf("%d loss tokens, want 3", n)
+	}
+	want := [][]float64{{-1.0 / 3, 0, 0, -1.0 / 3}, {-1.0 / 3}}
+	for i := range want {
+		if !slices.Equal(cot[i], want[i]) || !slices.Equal(seqs[i].Completion, batch[i].Completion) {
+			t.Errorf("sequence %d: cotangent %v, want %v", i, cot[i], want[i])
+		}
+	}
+	// With a prompt weight the first sequence's prompt token 2 becomes a
+	// target of weight w/m (m = 2 prompt targets in the batch).
+	_, cot, _ = sftBatch(batch, 0.5)
+	if w := []float64{-0.25, -1.0 / 3, 0, 0, -1.0 / 3}; !slices.Equal(cot[0], w) {
+		t.Errorf("with a prompt weight: %v, want %v", cot[0], w)
 	}
 }

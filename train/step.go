@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 )
 
 // step runs one GRPO step: collect the groups, turn rewards into
@@ -25,6 +26,7 @@ func (t *Trainer) step(ctx context.Context) error {
 
 	m := t.advantages(groups)
 	extraSamples(&m, groups, t.cfg.GRPO.PromptsPerStep)
+	agentMetrics(&m, groups)
 	for _, gr := range groups {
 		t.st.Pool.Observe(gr.phase, gr.inst.InstanceID, gr.verdicts)
 	}
@@ -86,10 +88,13 @@ func (t *Trainer) recordCompletions(step int, groups []*group) error {
 				Verdict: gr.verdicts[i], Advantage: gr.adv[i], Tokens: len(gr.samples[i].Tokens),
 				Truncated: gr.samples[i].Truncated, Version: gr.version, IssueText: gr.inst.ProblemStatement,
 				TokenLogprobs: event.PackTokens(gr.samples[i].Tokens, gr.samples[i].Logprobs), PromptHash: prompt}
+			if gr.agent {
+				ev.Agent = gr.trajs[i]
+			}
 			if log := ev.Verdict.Log; log != "" {
 				// Kept on disk; the console and rollouts.jsonl carry its path.
 				ev.Verdict.Log = ""
-				if rel, err := writeEvalLog(t.cfg.Run.OutDir, step, gi, i, log); err != nil {
+				if rel, err := history.WriteEvalLog(t.cfg.Run.OutDir, step, gi, i, log); err != nil {
 					t.logErr = err
 				} else {
 					ev.LogFile = rel
@@ -105,7 +110,7 @@ func (t *Trainer) recordCompletions(step int, groups []*group) error {
 		t.warn(event.Warn, "keeping the evaluations' logs: "+t.logErr.Error())
 		t.logErr = nil
 	}
-	if err := pruneEvalLogs(t.cfg.Run.OutDir, evalLogSteps, -1); err != nil {
+	if err := history.PruneEvalLogs(t.cfg.Run.OutDir, history.EvalLogSteps, -1); err != nil {
 		t.warn(event.Warn, err.Error())
 	}
 	return nil
@@ -163,8 +168,10 @@ func (t *Trainer) shapedRewards(gr *group) (rewards []float64, valid []bool, ove
 	rewards, valid, overlong = make([]float64, n), make([]bool, n), make([]float64, n)
 	for i, v := range gr.verdicts {
 		s := gr.samples[i]
-		overlong[i] = g.OverlongPenalty * SoftOverlongPunishment(len(s.Tokens), s.Truncated, t.cfg.Sample.MaxNewTokens, g.OverlongBuffer)
-		rewards[i], valid[i] = v.Reward+overlong[i], !v.Infra
+		if !gr.agent { // a trajectory's length is its turns', not one reply's
+			overlong[i] = g.OverlongPenalty * SoftOverlongPunishment(len(s.Tokens), s.Truncated, t.cfg.Sample.MaxNewTokens, g.OverlongBuffer)
+		}
+		rewards[i], valid[i] = v.Reward+overlong[i], t.trainable(gr, i)
 	}
 	return rewards, valid, overlong
 }
@@ -179,11 +186,15 @@ func (t *Trainer) lossInputs(groups []*group) ([]Sequence, []SeqInput) {
 			continue
 		}
 		for i, s := range gr.samples {
-			if gr.verdicts[i].Infra || len(s.Tokens) == 0 || (t.cfg.GRPO.MaskTruncated && s.Truncated) {
+			if !t.trainable(gr, i) || len(s.Tokens) == 0 || (!gr.agent && t.cfg.GRPO.MaskTruncated && s.Truncated) {
 				continue
 			}
 			seqs = append(seqs, Sequence{Prompt: gr.prompt, Completion: s.Tokens})
-			inputs = append(inputs, SeqInput{Advantage: gr.adv[i], Behaviour: s.Logprobs})
+			in := SeqInput{Advantage: gr.adv[i], Behaviour: s.Logprobs}
+			if gr.agent {
+				in.Mask = gr.masks[i]
+			}
+			inputs = append(inputs, in)
 		}
 	}
 	return seqs, inputs

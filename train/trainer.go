@@ -12,6 +12,8 @@ import (
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
 )
 
@@ -24,7 +26,7 @@ type Deps struct {
 	Prompter  Prompter
 	// Chat is the prompter's chat format: completions are trimmed of its
 	// stop tokens (zero: ChatML).
-	Chat  ChatFormat
+	Chat  prompt.ChatFormat
 	Tasks []*task.Instance // the training split, in file order
 	// Store saves and restores the policy's own state beside the trainer's;
 	// nil disables checkpoints.
@@ -34,6 +36,9 @@ type Deps struct {
 	// Warmup, when set, runs before GRPO on a run that did not resume from a
 	// GRPO checkpoint: the SFT warm start, as a stage of the run.
 	Warmup Warmup
+	// Agent plays and grades the trajectories of agent mode
+	// (rollout.mode = "agent"); the Scorer is then not used.
+	Agent Agent
 	// DockerOK says whether the docker phase can run.
 	DockerOK bool
 	// Info fills the RunInfo event's BLAS and Hosts.
@@ -64,7 +69,7 @@ type Trainer struct {
 	idle          atomic.Bool  // paused: the watchdog does not count the time
 	barren        int          // consecutive steps with nothing trainable
 	lastTrainable int          // completions trained on in the last step
-	sinks         *Sinks
+	sinks         *history.Sinks
 	started       time.Time
 	savedStep     int // step of the newest checkpoint this run wrote
 }
@@ -132,20 +137,20 @@ func (t *Trainer) run(ctx context.Context) (reason string, err error) {
 	}
 	// A resumed run (or warm start) drops the history written after the
 	// state it resumes from: it is about to write those steps again.
-	var cut *Cut
+	var cut *history.Cut
 	switch {
 	case resumed:
-		cut = &Cut{GRPOStep: t.st.Step, SFTStep: math.MaxInt}
+		cut = &history.Cut{GRPOStep: t.st.Step, SFTStep: math.MaxInt}
 	case t.d.Warmup != nil && t.d.Warmup.Done() > 0:
-		cut = &Cut{SFTStep: t.d.Warmup.Done()}
+		cut = &history.Cut{SFTStep: t.d.Warmup.Done()}
 	}
 	if cut != nil {
 		// A resumed run writes the logs of the steps after its checkpoint again.
-		if err := pruneEvalLogs(t.cfg.Run.OutDir, evalLogSteps, cut.GRPOStep); err != nil {
+		if err := history.PruneEvalLogs(t.cfg.Run.OutDir, history.EvalLogSteps, cut.GRPOStep); err != nil {
 			return "", err
 		}
 	}
-	if t.sinks, err = OpenSinks(t.cfg.Run.OutDir, cut); err != nil {
+	if t.sinks, err = history.OpenSinks(t.cfg.Run.OutDir, cut); err != nil {
 		return "", err
 	}
 	defer t.sinks.Close()
@@ -228,14 +233,14 @@ func (t *Trainer) pastTimeBudget() bool {
 	return lim > 0 && time.Since(t.started) >= time.Duration(lim*float64(time.Minute))
 }
 
-func cutGRPO(c *Cut) int {
+func cutGRPO(c *history.Cut) int {
 	if c == nil {
 		return 0
 	}
 	return c.GRPOStep
 }
 
-func cutSFT(c *Cut, resumed bool) int {
+func cutSFT(c *history.Cut, resumed bool) int {
 	if c == nil || resumed {
 		return 0
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 )
 
 // fakeWarmup is a warm start of Steps steps, each taking Delay; it counts
@@ -136,7 +137,7 @@ func TestWarmupIsAStage(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var l SFTLine
+		var l history.SFTLine
 		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Stage != "sft" {
 			t.Fatalf("metrics line %q", line)
 		}

@@ -10,7 +10,8 @@ import (
 	"github.com/swetui/swetui/event"
 )
 
-// containersPane is the reward pool's worker table over the log of the
+// containersPane is the reward pool's worker table, the agent
+// trajectories in flight when there are any (live.go), over the log of the
 // selected worker's evaluation. The log follows new lines until the operator
 // scrolls up; G, end or f follow again. Scroll positions are absolute line
 // numbers, so a held position stays put while new lines arrive (until the
@@ -55,9 +56,9 @@ func (p *containersPane) log() *evalLog {
 // maxHostRows bounds the host lines; more hosts fold into a summary line.
 const maxHostRows = 3
 
-// layout splits the height between the host lines, the worker table and
-// the log.
-func (p *containersPane) layout() (hostRows, tableRows, logRows int) {
+// layout splits the height between the host lines, the worker table, the
+// agent trajectories in flight (none but in agent mode) and the log.
+func (p *containersPane) layout() (hostRows, tableRows, liveRows, logRows int) {
 	body := max(p.h-2, 0) // title, log title
 	if p.showHosts() {
 		hostRows = min(len(p.st.pool.Hosts), maxHostRows)
@@ -67,7 +68,10 @@ func (p *containersPane) layout() (hostRows, tableRows, logRows int) {
 	}
 	body = max(body-hostRows, 0)
 	tableRows = min(len(p.st.pool.Workers)+1, max(body/3, 2))
-	return hostRows, tableRows, max(body-tableRows, 0)
+	if n := p.st.live.len(); n > 0 {
+		liveRows = min(n+1, max(body/3, 2))
+	}
+	return hostRows, tableRows, liveRows, max(body-tableRows-liveRows, 0)
 }
 
 // showHosts: a single healthy host says nothing the header does not.
@@ -153,7 +157,7 @@ func (p *containersPane) Update(msg tea.KeyMsg) tea.Cmd {
 	if l == nil {
 		return nil
 	}
-	_, _, rows := p.layout()
+	_, _, _, rows := p.layout()
 	first, total := l.Lines.Total()-l.Lines.Len(), l.Lines.Total()
 	if p.follow {
 		p.top = p.followTop()
@@ -174,7 +178,7 @@ func (p *containersPane) followTop() int {
 	if l == nil {
 		return 0
 	}
-	_, _, rows := p.layout()
+	_, _, _, rows := p.layout()
 	return max(l.Lines.Total()-rows, l.Lines.Total()-l.Lines.Len())
 }
 
@@ -190,6 +194,9 @@ func (p *containersPane) Lines() []string {
 		}
 	}
 	info := fmt.Sprintf("%d/%d busy · queue %d · done %d", busy, len(pool.Workers), pool.Queue, pool.Done)
+	if pool.Sessions > 0 {
+		info += fmt.Sprintf(" · %d agent session%s", pool.Sessions, map[bool]string{true: "s"}[pool.Sessions != 1])
+	}
 	if p.w >= 90 {
 		info += fmt.Sprintf(" · p50 %s p95 %s · timeouts %d · infra %d · retries %d", short(pool.P50), short(pool.P95),
 			pool.Timeouts, pool.InfraFailures, pool.Retries)
@@ -198,7 +205,7 @@ func (p *containersPane) Lines() []string {
 		info += fmt.Sprintf(" · dropped %d log batches", d.Logs)
 	}
 	out := []string{titleLine(p.Name(), info, p.w, p.focused)}
-	hostRows, tableRows, logRows := p.layout()
+	hostRows, tableRows, liveRows, logRows := p.layout()
 	out = append(out, p.hostLines(hostRows)...)
 	if tableRows > 0 {
 		out = append(out, styleDim.Render(p.workerHeader()))
@@ -212,6 +219,12 @@ func (p *containersPane) Lines() []string {
 			out = append(out, line)
 		}
 		for len(out) < 1+hostRows+tableRows {
+			out = append(out, "")
+		}
+	}
+	if liveRows > 0 {
+		out = append(out, p.liveLines(liveRows)...)
+		for len(out) < 1+hostRows+tableRows+liveRows {
 			out = append(out, "")
 		}
 	}

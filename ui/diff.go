@@ -72,6 +72,7 @@ type diffKey struct {
 	mode               diffMode
 	width              int // wrapped modes only
 	diffLen, textLen   int // a rescored or replaced completion rebuilds
+	agent              *event.Trajectory
 }
 
 func (p *diffPane) key() diffKey {
@@ -80,7 +81,7 @@ func (p *diffPane) key() diffKey {
 		return diffKey{}
 	}
 	k := diffKey{ok: true, step: c.Step, group: c.Group, index: c.Index, instance: c.Verdict.InstanceID, mode: p.mode,
-		diffLen: len(c.Verdict.Patch), textLen: len(c.Completion) + len(c.IssueText)}
+		diffLen: len(c.Verdict.Patch), textLen: len(c.Completion) + len(c.IssueText), agent: c.Agent}
 	if p.mode != modeDiff {
 		k.width = p.w
 	}
@@ -111,7 +112,7 @@ func (p *diffPane) refresh() {
 		}
 		p.lines = strings.Split(strings.TrimRight(c.Verdict.Patch, "\n"), "\n")
 	case modeRaw:
-		p.lines = wrap(c.Completion, p.w)
+		p.lines = wrap(c.Text(), p.w) // an agent's: its turns, drawn from them
 	case modeIssue:
 		if c.IssueText == "" {
 			p.lines = []string{"(the trainer sent no issue text for " + clean(c.Verdict.InstanceID) + ")"}
@@ -148,7 +149,11 @@ func (p *diffPane) Lines() []string {
 		return block(out, p.w, p.h)
 	}
 	if c := p.cur; c != nil {
-		info = fmt.Sprintf("%s %d.%d · %s · reward %.3f", cut(c.Verdict.InstanceID, 40), c.Group, c.Index, modeNames[p.mode], c.Verdict.Reward)
+		mode := modeNames[p.mode]
+		if c.Agent != nil && p.mode == modeRaw {
+			mode = fmt.Sprintf("%s after %s", c.Agent.End, plural(len(c.Agent.Turns), "turn"))
+		}
+		info = fmt.Sprintf("%s %d.%d · %s · reward %.3f", cut(c.Verdict.InstanceID, 40), c.Group, c.Index, mode, c.Verdict.Reward)
 		if n := len(p.lines); n > p.h-1 {
 			info += fmt.Sprintf(" · %d-%d/%d", p.scroll.top+1, min(p.scroll.top+p.h-1, n), n)
 		}

@@ -157,6 +157,9 @@ func TestViewFitsAnySize(t *testing.T) {
 		for name, ks := range modes {
 			m := newTestModel(&fakeCtrl{}, 80, 24)
 			feed(m, runEvents(12)...)
+			// Agent mode's trajectories in flight: rows of their own.
+			feed(m, event.PlayedTurn("s0", "mini__calc-12", 3, event.Turn{Command: "ls", Observation: "exit code 0\na.py\n"}, false),
+				event.TurnPlayed{Session: "s1", InstanceID: "mini__calc-12", Turn: 9, End: "turn_limit"})
 			press(m, ks...)
 			m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
 			t.Run(fmt.Sprintf("%dx%d_%s", size[0], size[1], name), func(t *testing.T) {

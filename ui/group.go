@@ -193,7 +193,7 @@ func (p *groupPane) row(c *event.CompletionScored) string {
 		applied = orDash(b.ApplyMethod, "yes")
 	}
 	var extra []string
-	if c.Truncated {
+	if c.Truncated && c.Agent == nil { // an agent's is unfinished: its end says why
 		extra = append(extra, "truncated")
 	}
 	if b.Infra {
@@ -210,6 +210,9 @@ func (p *groupPane) row(c *event.CompletionScored) string {
 	}
 	if b.Problem() != "" && !b.Infra {
 		extra = append(extra, "err")
+	}
+	if a := c.Agent; a != nil {
+		extra = append(extra, a.End+" "+plural(len(a.Turns), "turn"))
 	}
 	return fmt.Sprintf("  %-24s %3d %7.3f %6s %-10s %5s %5s %4s %+7.3f %5d  %s",
 		cut(c.Verdict.InstanceID, 24), c.Index, b.Reward, orDash(b.Form, "-"), cut(applied, 10),

@@ -222,7 +222,12 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		case c == nil:
 			st.logf(event.Warn, "replay: no completion selected")
 		case m.control("replay"):
-			m.ctrl.Replay(c.Verdict.InstanceID, c.Completion)
+			text := c.Completion
+			if c.Agent != nil {
+				// A trajectory's graded diff, scored again as a reply.
+				text = "```diff\n" + strings.TrimRight(c.Verdict.Patch, "\n") + "\n```\n"
+			}
+			m.ctrl.Replay(c.Verdict.InstanceID, text)
 			st.logf(event.Info, "asked: replay %s %d.%d of step %d", c.Verdict.InstanceID, c.Group, c.Index, c.Step)
 		}
 	case key.Matches(msg, keys.Next):

@@ -177,6 +177,7 @@ type state struct {
 	groups   *ring[*stepGroup]
 	pool     event.PoolState
 	logs     *logStore
+	live     liveSet // agent trajectories in flight (rollout.mode = "agent")
 	events   *ring[entry]
 	replay   *event.CompletionScored
 	received int // events applied, for tests and the help line
@@ -329,6 +330,7 @@ func (s *state) apply(ev event.Event) {
 		}
 	case event.StepStarted:
 		s.step, s.inFlight = e.Step, true
+		s.live.clear() // the last step's trajectories have ended (liveSet)
 		if e.Phase != "" {
 			s.phase = e.Phase
 		}
@@ -340,6 +342,8 @@ func (s *state) apply(ev event.Event) {
 			100*e.Metrics.ResolvedRate, e.Metrics.Loss, e.Metrics.KL)
 	case event.CompletionScored:
 		s.scored(e)
+	case event.TurnPlayed:
+		s.live.played(e)
 	case event.LogBatch:
 		s.logs.add(e)
 	case event.PoolState:
@@ -373,6 +377,7 @@ func (s *state) apply(ev event.Event) {
 		s.events.Push(entry{Time: orNow(e.Time, s.now), Level: e.Level, Text: e.Text})
 	case event.Stopped:
 		s.stopped, s.stop, s.inFlight, s.stoppedAt = true, e, false, s.now()
+		s.live.clear() // the sessions are closed with the run
 		if e.Err != nil {
 			s.logf(event.Error, "stopped at step %d: %s: %v", e.Step, e.Reason, e.Err)
 		} else {

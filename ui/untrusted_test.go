@@ -57,6 +57,11 @@ func junkEvents(rng *rand.Rand) []event.Event {
 		event.PhaseChanged{Step: 3, From: "syntax", To: "apply-only", Reason: j(30)},
 		event.CheckpointSaved{Step: 3, Path: j(40)},
 		event.StepStarted{Step: 4, Phase: "apply-only"},
+		// Agent mode's trajectories in flight (the step started: they
+		// come after it).
+		event.TurnPlayed{Session: j(70), InstanceID: j(30), Turn: 3, Command: j(300), ExitCode: 1, Duration: time.Second, Output: j(400)},
+		event.TurnPlayed{Session: j(70), InstanceID: j(30), Turn: 2, Output: j(400)},
+		event.TurnPlayed{Session: j(70), InstanceID: j(30), Turn: 9, End: j(20), Detail: j(300), DiffBytes: 10},
 	)
 	return evs
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ type Viewer struct {
 	metric  int // into met.Names()
 
 	decode    func(int) string
+	agentRun  bool // some completions are agent trajectories: the list shows their turns and ends
 	inConsole bool // opened from the live console: q returns to it
 	prompts   map[string]string
 	editing   bool // typing a filter
@@ -92,6 +94,7 @@ func NewViewer(o ViewOptions) (*Viewer, error) {
 	if v.follow <= 0 {
 		v.follow = time.Second
 	}
+	v.indexed()
 	if o.Filter != "" {
 		if err := v.setFilter(o.Filter); err != nil {
 			return nil, fmt.Errorf("view: %w", err)
@@ -132,6 +135,12 @@ func (v *Viewer) tick() tea.Cmd {
 // Init implements tea.Model.
 func (v *Viewer) Init() tea.Cmd { return v.tick() }
 
+// indexed notes what the index holds once it grew: whether the run has
+// agent trajectories.
+func (v *Viewer) indexed() {
+	v.agentRun = v.agentRun || slices.ContainsFunc(v.ix.Entries, func(e history.Entry) bool { return e.Agent() })
+}
+
 func (v *Viewer) setFilter(expr string) error {
 	f, err := history.ParseFilter(expr)
 	if err != nil {
@@ -162,6 +171,7 @@ func (v *Viewer) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		v.w, v.h = msg.Width, msg.Height
 	case viewTick:
 		if grew, err := v.ix.Update(v.dir); err == nil && grew {
+			v.indexed()
 			v.reselect()
 			if met, err := history.ReadMetrics(v.dir); err == nil {
 				v.met = met

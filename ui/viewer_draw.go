@@ -74,7 +74,7 @@ func OutcomeWord(e history.Entry) string {
 	if e.Has(history.Noop) {
 		w = append(w, "no-op")
 	}
-	if e.Has(history.Truncated) {
+	if e.Has(history.Truncated) && !e.Agent() { // an agent's is unfinished: its end says why
 		w = append(w, "truncated")
 	}
 	for _, h := range history.HackNames {
@@ -90,8 +90,16 @@ func (v *Viewer) listLines() []string {
 	if expr == "" {
 		expr = "all, by step"
 	}
-	out := []string{v.header(fmt.Sprintf("filter: %s (%d shown)", clean(expr), len(v.rows))),
-		styleTitle.Render(fmt.Sprintf("  %6s %-7s %-32s %-10s %7s %7s  %s", "step", "g.i", "task", "phase", "reward", "adv", "outcome"))}
+	head := fmt.Sprintf("  %6s %-7s %-32s %-10s %7s %7s  %s", "step", "g.i", "task", "phase", "reward", "adv", "outcome")
+	keys := "enter open  / filter (task= step=N-M phase= outcome= reward>= adv< text= sort=)  t this task across the run  s sort  m charts  E export selection  esc clear  q quit"
+	// Agent trajectories: their turns and what ended them, before the
+	// outcome; the task's column gives them room on a narrow terminal.
+	taskW := max(16, min(32, v.w-64))
+	if v.agentRun {
+		head = fmt.Sprintf("  %6s %-7s %-*s %-10s %7s %7s  %5s %-17s  %s", "step", "g.i", taskW, "task", "phase", "reward", "adv", "turns", "end", "outcome")
+		keys = "enter open  / filter (task= step=N-M phase= outcome= reward>= adv< text= end= turns>= cmd= sort=)  t this task across the run  s sort  m charts  E export selection  esc clear  q quit"
+	}
+	out := []string{v.header(fmt.Sprintf("filter: %s (%d shown)", clean(expr), len(v.rows))), styleTitle.Render(head)}
 	body := max(v.h-4, 1)
 	if v.cursor < v.top {
 		v.top = v.cursor
@@ -107,6 +115,14 @@ func (v *Viewer) listLines() []string {
 		}
 		row := fmt.Sprintf("%s%6d %-7s %-32s %-10s %7.3f %+7.3f  %s", mark, e.Step, fmt.Sprintf("%d.%d", e.Group, e.Index),
 			cut(v.ix.Tasks[e.Task], 32), history.Phases[e.Phase], e.Reward, e.Advantage, OutcomeWord(e))
+		if v.agentRun {
+			turns, end := "-", "-"
+			if e.Agent() {
+				turns, end = fmt.Sprint(e.Turns), e.EndName()
+			}
+			row = fmt.Sprintf("%s%6d %-7s %-*s %-10s %7.3f %+7.3f  %5s %-17s  %s", mark, e.Step, fmt.Sprintf("%d.%d", e.Group, e.Index),
+				taskW, cut(v.ix.Tasks[e.Task], taskW), history.Phases[e.Phase], e.Reward, e.Advantage, turns, end, OutcomeWord(e))
+		}
 		if i == v.cursor {
 			row = styleSelected.Render(fitLine(row, v.w))
 		}
@@ -118,7 +134,7 @@ func (v *Viewer) listLines() []string {
 	for len(out) < v.h-2 {
 		out = append(out, "")
 	}
-	return append(out, v.footer("enter open  / filter (task= step=N-M phase= outcome= reward>= adv< text= sort=)  t this task across the run  s sort  m charts  E export selection  esc clear  q quit")...)
+	return append(out, v.footer(keys)...)
 }
 
 func (v *Viewer) completionLines() []string {
@@ -133,6 +149,9 @@ func (v *Viewer) completionLines() []string {
 			b.SyntaxOK, b.Applied, orDash(b.ApplyMethod, "-"), b.HunksApplied, b.HunksTotal, b.Similarity,
 			b.F2PPassed, b.F2PTotal, b.P2PPassed, b.P2PTotal, b.P2PBroken),
 	}
+	if c.Agent != nil {
+		info = append(info, trajectorySummary(c.Agent))
+	}
 	if p := b.Problem(); p != "" {
 		info = append(info, "problem: "+p)
 	}
@@ -144,11 +163,21 @@ func (v *Viewer) completionLines() []string {
 	for _, l := range info {
 		out = append(out, cut(l, v.w))
 	}
-	out = append(out, styleTitle.Render(map[diffMode]string{modeDiff: "-- patch (c: the completion, t: its tokens) --",
+	titles := map[diffMode]string{modeDiff: "-- patch (c: the completion, t: its tokens) --",
 		modeRaw: "-- completion (c: the patch) --", modeTokens: "-- tokens by the sampler's probability (t: the patch) --",
-		modeLog: "-- the evaluation's container log (L: the patch) --", modePrompt: "-- the exact prompt (P: the patch) --"}[v.curMode]))
+		modeLog: "-- the evaluation's container log (L: the patch) --", modePrompt: "-- the exact prompt (P: the patch) --"}
+	if c.Agent != nil {
+		titles[modeDiff] = "-- the turns, then the patch (c: the replies in full, t: the tokens) --"
+		titles[modeRaw] = "-- the replies in full (c: the turns) --"
+		titles[modeTokens] = "-- tokens by the sampler's probability (t: the turns) --"
+		titles[modeLog] = "-- the evaluation's container log (L: the turns) --"
+		titles[modePrompt] = "-- the exact prompt (P: the turns) --"
+	}
+	out = append(out, styleTitle.Render(titles[v.curMode]))
 	var body []string
-	if v.curMode == modePrompt {
+	if c.Agent != nil && (v.curMode == modeDiff || v.curMode == modeRaw) {
+		body = agentLines(c, v.curMode, v.w)
+	} else if v.curMode == modePrompt {
 		body = v.promptLines(c)
 	} else if v.curMode == modeLog {
 		body = v.logLines(c)

@@ -1,11 +1,14 @@
-// Package warmstart owns the warm start shipped with swetui for its embedded
-// task suite: a checkpoint that `swetui sft` made from the suite's training
-// split, so that the README's first run reaches GRPO in seconds instead of
-// training a warm start first. It holds the files (embedded in the binary),
-// their provenance, and the recipe a run must match to use them.
+// Package warmstart owns the warm starts shipped with swetui for its
+// embedded task suite: checkpoints that `swetui sft` made from the suite's
+// training split, so that the README's first run reaches GRPO in seconds
+// instead of training a warm start first. One is single-shot's (shipped/);
+// agent mode's (shipped-agent/) went on from it on a scripted expert's
+// trajectories. It holds the files (embedded in the binary), their
+// provenance, and the recipe a run must match to use them.
 //
-// `make warmstart` regenerates the files; a test fails when the suite, the
-// prompts, the tokenizer or the model's defaults change without that.
+// `make warmstart` and `make warmstart-agent` regenerate the files; a test
+// fails when the suite, the prompts, the tokenizer or the model's defaults
+// change without that.
 package warmstart
 
 import (
@@ -25,8 +28,22 @@ import (
 	"github.com/swetui/swetui/internal/durable"
 )
 
-//go:embed shipped
+//go:embed shipped shipped-agent
 var shipped embed.FS
+
+// The shipped warm starts' folders.
+const (
+	singleDir = "shipped"
+	agentDir  = "shipped-agent"
+)
+
+// dirOf is the folder of the warm start a recipe makes.
+func dirOf(r Recipe) string {
+	if r.Mode == config.RolloutAgent {
+		return agentDir
+	}
+	return singleDir
+}
 
 // ProvenanceFile is the provenance's name beside the checkpoint's files.
 const ProvenanceFile = "provenance.json"
@@ -64,6 +81,23 @@ type Recipe struct {
 	ContextLines int         `json:"sft_context_lines,omitempty"` // absent: the gold patches as written
 	RenameFrac   float64     `json:"sft_rename_frac,omitempty"`
 	Seed         int64       `json:"seed"`
+	// Mode is "agent" for agent mode's warm start ("" single-shot's), and
+	// Agent what its expert's trajectories depend on.
+	Mode  string       `json:"rollout_mode,omitempty"`
+	Agent *AgentRecipe `json:"agent,omitempty"`
+}
+
+// AgentRecipe is what agent mode's warm start depends on beyond the rest:
+// the limits its expert's trajectories were played under, and the
+// single-shot warm start it went on from.
+type AgentRecipe struct {
+	EvalTurns         int `json:"eval_turns"`
+	ObservationChars  int `json:"observation_chars"`
+	ObservationTokens int `json:"observation_tokens"`
+	CommandTimeoutS   int `json:"command_timeout_s"`
+	// Init is the SHA-256 of the single-shot warm start's weights
+	// (model.safetensors) it started from.
+	Init string `json:"init"`
 }
 
 // Arch is the [model] section's architecture.
@@ -83,10 +117,40 @@ func RecipeOf(cfg config.Config) Recipe {
 		d.Exclude = []string{}
 	}
 	m := cfg.Model
-	return Recipe{Data: d, Model: Arch{m.Layers, m.DModel, m.Heads, m.KVHeads, m.DFF, m.Context, m.VocabSize, m.RopeTheta},
+	r := Recipe{Data: d, Model: Arch{m.Layers, m.DModel, m.Heads, m.KVHeads, m.DFF, m.Context, m.VocabSize, m.RopeTheta},
 		MaxNewTokens: cfg.Sample.MaxNewTokens, BatchSize: cfg.SFT.BatchSize, LR: cfg.SFT.LR,
 		Synthetic: cfg.SFT.SyntheticPerTask, PromptWeight: cfg.SFT.PromptLossWeight,
 		ContextLines: cfg.SFT.ContextLines, RenameFrac: cfg.SFT.RenameFrac, Seed: cfg.Run.Seed}
+	if cfg.Rollout.Mode == config.RolloutAgent {
+		a := cfg.Agent
+		r.Mode = config.RolloutAgent
+		r.Agent = &AgentRecipe{EvalTurns: a.EvalTurns, ObservationChars: a.ObservationChars, ObservationTokens: a.ObservationTokens,
+			CommandTimeoutS: a.CommandTimeoutS, Init: singleWeights()}
+		// The expert's examples are not the synthetic fixes of single-shot.
+		r.Synthetic, r.ContextLines, r.RenameFrac = 0, 0, 0
+	}
+	return r
+}
+
+// singleWeights is the SHA-256 the single-shot warm start's provenance
+// records for its weights ("" when none ships).
+func singleWeights() string {
+	p, ok, err := Shipped()
+	if err != nil || !ok {
+		return ""
+	}
+	return p.Files["model.safetensors"]
+}
+
+// SingleWeightsSum is the SHA-256 of a checkpoint folder's weights, to
+// tell whether it is the shipped single-shot warm start.
+func SingleWeightsSum(dir string) (string, bool, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return "", false, fmt.Errorf("warm start: %w", err)
+	}
+	s := sum(data)
+	return s, s == singleWeights(), nil
 }
 
 // InputsHash is the SHA-256 of texts, each length-prefixed.
@@ -98,10 +162,16 @@ func InputsHash(texts []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Shipped returns the shipped checkpoint's provenance; ok is false when this
-// build ships none.
-func Shipped() (Provenance, bool, error) {
-	data, err := shipped.ReadFile("shipped/" + ProvenanceFile)
+// Shipped returns the single-shot checkpoint's provenance; ok is false when
+// this build ships none.
+func Shipped() (Provenance, bool, error) { return shippedIn(singleDir) }
+
+// ShippedAgent returns agent mode's checkpoint's provenance; ok is false
+// when this build ships none.
+func ShippedAgent() (Provenance, bool, error) { return shippedIn(agentDir) }
+
+func shippedIn(dir string) (Provenance, bool, error) {
+	data, err := shipped.ReadFile(dir + "/" + ProvenanceFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Provenance{}, false, nil
 	}
@@ -138,8 +208,9 @@ func describeDiff(shipped, run Recipe) string {
 	return "the recipes differ"
 }
 
-// Tokenizer is the shipped tokenizer.json.
-func Tokenizer() ([]byte, error) { return shipped.ReadFile("shipped/tokenizer.json") }
+// Tokenizer is the shipped tokenizer.json (agent mode's warm start went on
+// from single-shot's, with its tokenizer).
+func Tokenizer() ([]byte, error) { return shipped.ReadFile(singleDir + "/tokenizer.json") }
 
 // checkpointFiles are the files of the shipped checkpoint (besides the
 // provenance).
@@ -152,7 +223,7 @@ func WriteTo(dir string, p Provenance) error {
 		return fmt.Errorf("shipped warm start: %w", err)
 	}
 	for _, name := range append(slices.Clone(checkpointFiles), ProvenanceFile) {
-		data, err := shipped.ReadFile("shipped/" + name)
+		data, err := shipped.ReadFile(dirOf(p.Recipe) + "/" + name)
 		if err != nil {
 			return fmt.Errorf("shipped warm start: %w", err)
 		}

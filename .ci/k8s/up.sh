@@ -508,6 +508,7 @@ protectKernelDefaults: false
 podLogsDir: $K/pod-logs
 resolvConf: ""
 maxPods: 50
+podPidsLimit: 256               # a Pod's pids limit is its node's: sandbox.pids_limit's default, so a fork bomb is held
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99

@@ -15,6 +15,14 @@ Answers 429 (queue full) and 503 (server stopping or restarting) are retried aft
 server's Retry-After, and connection errors with a backoff, until max_wait seconds have passed.
 Scoring is idempotent, so a retried request is never counted twice.
 
+Agent sessions: a confined sandbox of a task where your agent runs commands, then a verdict
+of its diff (graded as score() grades a patch, in a fresh sandbox):
+
+    with client.session("mini__juniper-0000") as s:
+        print(s.problem_statement)
+        out = s.exec("grep -rn count_late .")       # exit_code, output, timed_out, ...
+        verdict = s.submit()                        # ends the session
+
 As a command:
 
     python3 swetui_client.py predictions preds.jsonl --phase docker --concurrency 16 --out results.jsonl
@@ -64,8 +72,9 @@ class Client:
             self.retries += 1
             self.refused[status] = self.refused.get(status, 0) + 1
 
-    def request(self, method, path, body=None):
-        """Send one API request and return its decoded JSON answer, retrying as above."""
+    def request(self, method, path, body=None, retry=True):
+        """Send one API request and return its decoded JSON answer (None for 204), retrying as
+        above; with retry=False (a command, which must not run twice) only the answer is waited for."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Accept": "application/json"}
         if data is not None:
@@ -79,21 +88,22 @@ class Client:
             req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    return json.loads(resp.read())
+                    raw = resp.read()
+                    return json.loads(raw) if raw else None
             except urllib.error.HTTPError as e:
                 raw = e.read()
                 try:
                     answer = json.loads(raw)
                 except ValueError:
                     answer = {"error": raw.decode(errors="replace")}
-                if e.code not in (429, 503):
+                if e.code not in (429, 503) or not retry:
                     raise ServeError(e.code, answer.get("error", "")) from None
                 delay = answer.get("retry_after_s") or _seconds(e.headers.get("Retry-After")) or 1.0
                 status = e.code
             except (urllib.error.URLError, ConnectionError) as e:
                 # Not up yet, restarting, or the connection was cut.
                 delay, status = min(0.25 * 2 ** min(attempt, 5), 5.0), "connection"
-                if time.monotonic() + delay > deadline:
+                if not retry or time.monotonic() + delay > deadline:
                     raise ServeError("connection", str(e)) from None
             # Jitter spreads the retries of many threads refused at once; a
             # request refused again and again backs off up to 3x the hint.
@@ -135,6 +145,61 @@ class Client:
 
     def health(self):
         return self.request("GET", "/healthz")
+
+    def session(self, instance_id):
+        """Open an agent session on a task of the server's dataset (see Session)."""
+        return Session(self, instance_id)
+
+
+class Session:
+    """An agent session: a confined sandbox of one task (no network, the repository at its base
+    commit, the tests' new files absent) where commands run one at a time. submit() grades the
+    work tree's diff, as swetui computes it, and ends the session; used as a context manager it
+    is deleted on exit if not submitted. Sessions unused for serve.session_idle_s are reaped."""
+
+    def __init__(self, client, instance_id):
+        self.client = client
+        answer = client.request("POST", "/v1/sessions", {"instance_id": instance_id})
+        self.id = answer["session_id"]
+        self.instance_id = answer["instance_id"]
+        self.problem_statement = answer["problem_statement"]
+        self.workdir = answer["workdir"]
+        self.done = False
+
+    def exec(self, command, timeout_s=None):
+        """Run a shell command line in the work tree: {exit_code, output (head and tail),
+        output_bytes, output_cut, timed_out, duration_s}. A command past its timeout (at most
+        serve.exec_timeout_s) is killed with everything it started. Never retried."""
+        body = {"command": command}
+        if timeout_s:
+            body["timeout_s"] = timeout_s
+        return self.client.request("POST", f"/v1/sessions/{self.id}/exec", body, retry=False)
+
+    def submit(self, phase="docker"):
+        """Grade the session's diff in a fresh sandbox and end the session: the verdict, as
+        score() returns one."""
+        if phase not in PHASES:
+            raise ValueError(f"phase {phase!r}: want one of {', '.join(PHASES)}")
+        self.done = True
+        return self.client.request("POST", f"/v1/sessions/{self.id}/submit", {"phase": phase}, retry=False)["verdicts"][0]
+
+    def close(self):
+        """End the session without grading it (nothing to do once submitted)."""
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.client.request("DELETE", f"/v1/sessions/{self.id}", retry=False)
+        except ServeError as e:
+            if e.status != 404:  # reaped already
+                raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def _seconds(value):

@@ -12,9 +12,12 @@ import (
 	"github.com/swetui/swetui/internal/par"
 )
 
-// CPU is the kernel list in plain Go over host memory, float32 only. It is
-// the reference the CUDA kernels are checked against and what CI runs the
-// engine's orchestration on.
+// CPU is the kernel list in plain Go over host memory. It is the reference
+// the CUDA kernels are checked against and what CI runs the engine's
+// orchestration on. Its bf16 tensors are float32 words that hold
+// bf16-rounded values wherever a value is set from outside a kernel
+// (Upload, Cast): weights kept in bf16 are exactly the GPU's, while the
+// kernels compute and keep activations in fp32.
 type CPU struct{}
 
 // NewCPU returns the CPU device.
@@ -27,9 +30,6 @@ func (*CPU) Info() Info { return Info{Name: "cpu", Kind: "cpu"} }
 
 // Alloc implements Device.
 func (*CPU) Alloc(dt DType, n int) (Tensor, error) {
-	if dt == BF16 {
-		return Tensor{}, fmt.Errorf("cpu device: bf16 tensors are not supported (use F32)")
-	}
 	if n == 0 {
 		return Tensor{DT: dt}, nil
 	}
@@ -44,10 +44,11 @@ func (*CPU) Free(Tensor) {}
 func (*CPU) Upload(t Tensor, src any) error {
 	switch s := src.(type) {
 	case []float32:
-		if t.DT != F32 || len(s) != t.N {
+		if t.DT != F32 && t.DT != BF16 || len(s) != t.N {
 			return fmt.Errorf("cpu upload: %d float32 into %v[%d]", len(s), t.DT, t.N)
 		}
 		copy(t.f32(), s)
+		roundBF16(t)
 	case []int32:
 		if t.DT != I32 || len(s) != t.N {
 			return fmt.Errorf("cpu upload: %d int32 into %v[%d]", len(s), t.DT, t.N)
@@ -63,7 +64,7 @@ func (*CPU) Upload(t Tensor, src any) error {
 func (*CPU) Download(dst any, t Tensor) error {
 	switch d := dst.(type) {
 	case []float32:
-		if t.DT != F32 || len(d) != t.N {
+		if t.DT != F32 && t.DT != BF16 || len(d) != t.N {
 			return fmt.Errorf("cpu download: %v[%d] into %d float32", t.DT, t.N, len(d))
 		}
 		copy(d, t.f32())
@@ -276,8 +277,23 @@ func (*CPU) AddInto(x, y Tensor, n int) {
 	}
 }
 
-// Cast implements Kernels (the CPU holds only f32).
-func (*CPU) Cast(dst, src Tensor, n int) { copy(dst.f32()[:n], src.f32()[:n]) }
+// Cast implements Kernels: into bf16 it rounds to nearest even, as the
+// GPU's cast does.
+func (*CPU) Cast(dst, src Tensor, n int) {
+	copy(dst.f32()[:n], src.f32()[:n])
+	roundBF16(dst.View(0, n))
+}
+
+// roundBF16 rounds a CPU bf16 tensor's words to bf16 (nothing for f32).
+func roundBF16(t Tensor) {
+	if t.DT != BF16 {
+		return
+	}
+	w := t.f32()
+	for i, v := range w {
+		w[i] = fromBF16(toBF16(v))
+	}
+}
 
 // GatherRows implements Kernels.
 func (*CPU) GatherRows(dst, src, idx Tensor, m, d int) {

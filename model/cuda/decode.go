@@ -14,6 +14,7 @@ import (
 // Slots rows. It is kept between calls and regrown when a call needs more.
 type decodeState struct {
 	slots, cap int
+	rows       int // a step's rows at most (slots, or more for a turn's prefill)
 	kc, vc     []Tensor
 	arenas     []Tensor
 
@@ -45,7 +46,7 @@ func (e *Engine) decodeFor(slots, capacity int) (*decodeState, error) {
 	e.dec.free(e.dev)
 	e.dec = nil
 	// Round up so that nearby calls reuse the state.
-	s, ps := layoutDecode(e.cfg, e.act, slots, min(e.cfg.BucketT(capacity), e.cfg.Context))
+	s, ps := layoutDecode(e.cfg, e.act, slots, slots, min(e.cfg.BucketT(capacity), e.cfg.Context))
 	arenas, _, err := ps.alloc(e.dev)
 	if err != nil {
 		return nil, fmt.Errorf("kv cache of %d × %d: %w", slots, s.cap, err)
@@ -55,27 +56,28 @@ func (e *Engine) decodeFor(slots, capacity int) (*decodeState, error) {
 	return s, nil
 }
 
-// layoutDecode lays out a decode state of slots × cp without allocating it.
-func layoutDecode(c model.Config, act DType, slots, cp int) (*decodeState, *planSpec) {
+// layoutDecode lays out a decode state of slots × cp, its steps of up to
+// rows rows, without allocating it.
+func layoutDecode(c model.Config, act DType, rows, slots, cp int) (*decodeState, *planSpec) {
 	D, F, V := c.DModel, c.DFF, c.VocabSize
 	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	s := &decodeState{slots: slots, cap: cp}
+	s := &decodeState{slots: slots, cap: cp, rows: rows}
 	var ps planSpec
 	ps.layers(&s.kc, act, c.Layers, slots*cp*Hkv)
 	ps.layers(&s.vc, act, c.Layers, slots*cp*Hkv)
 	for _, t := range []*Tensor{&s.tok, &s.pos, &s.slot, &s.length, &s.stok} {
-		ps.add(t, I32, slots)
+		ps.add(t, I32, rows)
 	}
 	for _, t := range []*Tensor{&s.u, &s.lp, &s.rstd} {
-		ps.add(t, F32, slots)
+		ps.add(t, F32, rows)
 	}
-	ps.add(&s.x, F32, slots*D)
+	ps.add(&s.x, F32, rows*D)
 	for _, b := range []struct {
 		t *Tensor
 		n int
 	}{{&s.h, D}, {&s.tmp, D}, {&s.q, Hq}, {&s.k, Hkv}, {&s.v, Hkv}, {&s.o, Hq},
 		{&s.g, F}, {&s.up, F}, {&s.s, F}, {&s.hF, D}, {&s.logits, V}} {
-		ps.add(b.t, act, slots*b.n)
+		ps.add(b.t, act, rows*b.n)
 	}
 	return s, &ps
 }
@@ -165,7 +167,7 @@ func (e *Engine) Sample(ctx context.Context, prompt []int, n int, o model.Sample
 			if err := e.dev.Upload(s.u.View(0, R), us); err != nil {
 				return err
 			}
-			e.decodeStep(s, R, invT, topP)
+			e.decodeStep(s, R, R, invT, topP)
 			if err := e.dev.Download(got, s.stok.View(0, R)); err != nil {
 				return err
 			}
@@ -236,9 +238,9 @@ func (e *Engine) prefill(s *decodeState, prefix []int, n int) error {
 }
 
 // decodeStep runs R rows (token, position, cache slot) through the decoder,
-// appending their keys and values to the cache, and samples each row's
-// next token.
-func (e *Engine) decodeStep(s *decodeState, R int, invT, topP float32) {
+// appending their keys and values to the cache, and samples the next token
+// of its last head rows (a turn's prefill wants only its last row's).
+func (e *Engine) decodeStep(s *decodeState, R, head int, invT, topP float32) {
 	c, d := e.cfg, e.dev
 	D, F, V := c.DModel, c.DFF, c.VocabSize
 	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
@@ -270,9 +272,13 @@ func (e *Engine) decodeStep(s *decodeState, R int, invT, topP float32) {
 		e.linear(tmp, sw, L.wd, none, R, F, D)
 		d.AddInto(x, tmp, R*D)
 	}
-	hF := s.hF.View(0, R*D)
-	d.RMSNorm(hF, rstd, x, e.wv(e.norm), R, D, eps)
-	logits := s.logits.View(0, R*V)
-	d.Gemm(false, false, R, V, D, 1, hF, D, e.wcv(e.lm), V, 0, logits, V)
-	d.SampleTokens(s.stok.View(0, R), s.lp.View(0, R), logits, s.u.View(0, R), R, V, invT, topP)
+	if head == 0 {
+		return
+	}
+	at := R - head
+	hF := s.hF.View(0, head*D)
+	d.RMSNorm(hF, s.rstd.View(at, head), x.View(at*D, head*D), e.wv(e.norm), head, D, eps)
+	logits := s.logits.View(0, head*V)
+	d.Gemm(false, false, head, V, D, 1, hF, D, e.wcv(e.lm), V, 0, logits, V)
+	d.SampleTokens(s.stok.View(at, head), s.lp.View(at, head), logits, s.u.View(at, head), head, V, invT, topP)
 }

@@ -52,8 +52,8 @@ func (t Tensor) View(off, n int) Tensor {
 		panic(fmt.Sprintf("cuda: view [%d, %d) of a %d-element tensor", off, off+n, t.N))
 	}
 	v := Tensor{DT: t.DT, N: n}
-	if t.h != nil {
-		v.h = unsafe.Add(t.h, off*t.DT.Size())
+	if t.h != nil { // the CPU's words are 4 bytes, bf16 too
+		v.h = unsafe.Add(t.h, off*4)
 	} else {
 		v.ptr = t.ptr + uintptr(off*t.DT.Size())
 	}
@@ -70,7 +70,7 @@ func (t Tensor) f32() []float32 {
 	if t.N == 0 {
 		return nil
 	}
-	if t.DT != F32 || t.h == nil {
+	if t.DT != F32 && t.DT != BF16 || t.h == nil { // the CPU's bf16 is f32 words
 		panic(fmt.Sprintf("cuda: %v tensor read as host f32", t.DT))
 	}
 	return unsafe.Slice((*float32)(t.h), t.N)

@@ -13,6 +13,10 @@ import (
 type pref struct {
 	name   string
 	off, n int
+	// master is the offset of the parameter's fp32 values in the master
+	// arena, off unless the engine keeps a frozen base in bf16 only, where
+	// only norms and biases have one (-1 for the rest).
+	master int
 	shape  []int
 	decay  bool
 }
@@ -23,8 +27,10 @@ type layerRefs struct {
 
 // Options configures an engine.
 type Options struct {
-	// Act is the activation and compute-weight type: F32, or BF16 (CUDA
-	// only) with fp32 master weights, gradients and optimiser state.
+	// Act is the activation and compute-weight type: F32, or BF16 with
+	// fp32 master weights, gradients and optimiser state. With LoRA and
+	// BF16 the frozen base is held in bf16 only: its matrices have no fp32
+	// masters (norms and biases keep theirs), 4 bytes a weight saved.
 	Act DType
 	// Train allocates gradients and AdamW moments; a reference engine
 	// only runs forward.
@@ -33,6 +39,11 @@ type Options struct {
 	MicroTokens int
 	// HeadRows bounds the rows of one LM-head chunk (0: about 64M logits).
 	HeadRows int
+	// Recompute keeps only each layer's input for the backward pass, which
+	// runs the layer's forward again: activations of one layer, not of
+	// every layer, for a second forward pass's time. The same values
+	// (the same kernels on the same inputs).
+	Recompute bool
 	// LoRA, when set, freezes the base weights and trains these adapters
 	// (engine_lora.go).
 	LoRA *model.LoRA
@@ -55,17 +66,23 @@ type Engine struct {
 
 	w, g, m, v Tensor // f32 master weights, gradients, AdamW moments
 	wc         Tensor // compute copy in act (w itself when act is F32)
-	embed      pref
-	norm, lm   pref
-	layers     []layerRefs
-	decays     []pref // every parameter, for AdamW
-	cos, sin   Tensor // f32 [context, head_dim/2]
+	// bf16Base: a frozen LoRA base in act only; w holds just the norms and
+	// biases (pref.master), and wc is the weights.
+	bf16Base bool
+	nMaster  int // w's length
+	embed    pref
+	norm, lm pref
+	layers   []layerRefs
+	decays   []pref // every parameter, for AdamW
+	cos, sin Tensor // f32 [context, head_dim/2]
 
 	mu     sync.Mutex
 	plans  map[[3]int]*plan
 	uses   map[[3]int]int
 	clock  int
 	dec    *decodeState
+	turns  *turnState // agent trajectories' caches (turns.go)
+	wgen   int        // counts writes of the weights: a turn cache holds one generation's keys
 	closed bool
 
 	lora *loraState // nil: full fine-tuning
@@ -88,7 +105,7 @@ func NewEngine(dev Device, m *model.Model, o Options) (*Engine, error) {
 		o.MicroTokens = 16384
 	}
 	e := &Engine{dev: dev, cfg: cfg, act: o.Act, opts: o, np: m.NumParams(),
-		plans: map[[3]int]*plan{}, uses: map[[3]int]int{}}
+		plans: map[[3]int]*plan{}, uses: map[[3]int]int{}, bf16Base: o.LoRA != nil && o.Act != F32}
 	if err := e.index(m); err != nil {
 		return nil, err
 	}
@@ -106,7 +123,7 @@ func NewEngine(dev Device, m *model.Model, o Options) (*Engine, error) {
 				*dst, err = dev.Alloc(dt, n)
 			}
 		}
-		alloc(&e.w, F32, e.np)
+		alloc(&e.w, F32, e.nMaster)
 		if o.Train && o.LoRA == nil {
 			alloc(&e.g, F32, e.np)
 			alloc(&e.m, F32, e.np)
@@ -167,9 +184,20 @@ func (e *Engine) index(m *model.Model) error {
 		for _, d := range p.Shape {
 			n *= d
 		}
-		refs[p.Name] = pref{name: p.Name, off: off, n: n, shape: p.Shape, decay: p.Decay}
+		master := off
+		if e.bf16Base {
+			master = -1
+			if len(p.Shape) == 1 { // a norm or a bias: read in fp32
+				master = e.nMaster
+				e.nMaster += n
+			}
+		}
+		refs[p.Name] = pref{name: p.Name, off: off, n: n, master: master, shape: p.Shape, decay: p.Decay}
 		e.decays = append(e.decays, refs[p.Name])
 		off += n
+	}
+	if !e.bf16Base {
+		e.nMaster = off
 	}
 	if off != e.np {
 		return fmt.Errorf("cuda engine: parameters cover %d of %d weights", off, e.np)
@@ -225,22 +253,61 @@ func (e *Engine) upload(m *model.Model) error {
 		if e.opts.Source == nil {
 			return errors.New("upload: a model layout without weights and no Options.Source")
 		}
-		off := 0
+		i := 0
 		err := e.opts.Source.Each(m, func(p *model.Param, data []float32) error {
-			err := e.dev.Upload(e.w.View(off, len(data)), data)
-			off += len(data)
+			if i >= len(e.decays) {
+				return fmt.Errorf("upload: %s: more parameters than the engine's %d", p.Name, len(e.decays))
+			}
+			err := e.uploadParam(e.decays[i], data)
+			i++
 			return err
 		})
-		if err != nil {
-			return err
+		return err
+	}
+	if e.bf16Base {
+		all := m.Weights()
+		for _, p := range e.decays {
+			if err := e.uploadParam(p, all[p.off:p.off+p.n]); err != nil {
+				return err
+			}
 		}
-	} else if err := e.dev.Upload(e.w, m.Weights()); err != nil {
+		return nil
+	}
+	if err := e.dev.Upload(e.w, m.Weights()); err != nil {
 		return err
 	}
 	if e.act != F32 {
 		e.dev.Cast(e.wc, e.w, e.np)
 	}
 	return nil
+}
+
+// uploadParam copies one parameter's values into its master and compute
+// copy; a bf16-only base's matrices go straight to bf16, rounded as the
+// cast from a master would round them. Call inside dev.Do.
+func (e *Engine) uploadParam(p pref, data []float32) error {
+	if len(data) != p.n {
+		return fmt.Errorf("upload: %s: %d values for %d", p.name, len(data), p.n)
+	}
+	if p.master < 0 {
+		return e.dev.Upload(e.wcv(p), data)
+	}
+	if err := e.dev.Upload(e.wv(p), data); err != nil {
+		return err
+	}
+	if e.act != F32 {
+		e.dev.Cast(e.wcv(p), e.wv(p), p.n)
+	}
+	return nil
+}
+
+// downloadParam copies one parameter's values (its master, or a bf16-only
+// base's bf16 values widened) into dst. Call inside dev.Do.
+func (e *Engine) downloadParam(p pref, dst []float32) error {
+	if p.master < 0 {
+		return e.dev.Download(dst, e.wcv(p))
+	}
+	return e.dev.Download(dst, e.wv(p))
 }
 
 // Upload replaces the engine's weights with m's (same architecture).
@@ -250,11 +317,13 @@ func (e *Engine) Upload(m *model.Model) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.wgen++
 	return e.dev.Do(func() error { return e.upload(m) })
 }
 
 // Download copies the master weights into m, and the AdamW moments into
-// opt when both are non-nil (for checkpoints).
+// opt when both are non-nil (for checkpoints); a bf16-only base gives its
+// bf16 values (a LoRA checkpoint never saves the base: it names it).
 func (e *Engine) Download(m *model.Model, opt *model.AdamW) error {
 	if m.NumParams() != e.np {
 		return fmt.Errorf("cuda engine: download: model has %d weights, engine %d", m.NumParams(), e.np)
@@ -262,6 +331,15 @@ func (e *Engine) Download(m *model.Model, opt *model.AdamW) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.dev.Do(func() error {
+		if e.bf16Base {
+			all := m.Weights()
+			for _, p := range e.decays {
+				if err := e.downloadParam(p, all[p.off:p.off+p.n]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		if err := e.dev.Download(m.Weights(), e.w); err != nil {
 			return err
 		}
@@ -307,11 +385,20 @@ func (e *Engine) CopyWeightsFrom(src *Engine) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.wgen++
 	if (src.lora == nil) != (e.lora == nil) || src.lora != nil && src.lora.np != e.lora.np {
 		return errors.New("cuda engine: copy weights: engines differ in adapters")
 	}
+	if src.bf16Base != e.bf16Base || src.act != e.act {
+		return errors.New("cuda engine: copy weights: engines differ in how they hold the weights")
+	}
 	return e.dev.Do(func() error {
-		if !e.sharedBase {
+		switch {
+		case e.sharedBase:
+		case e.bf16Base:
+			e.dev.Copy(e.w, src.w)
+			e.dev.Copy(e.wc, src.wc)
+		default:
 			e.dev.Copy(e.w, src.w)
 			if e.act != F32 {
 				e.dev.Cast(e.wc, e.w, e.np)
@@ -342,6 +429,8 @@ func (e *Engine) Close() error {
 		}
 		e.dec.free(e.dev)
 		e.dec = nil
+		e.turns.free(e.dev)
+		e.turns = nil
 		if e.lora != nil {
 			e.lora.free(e.dev)
 		}
@@ -362,7 +451,7 @@ func (e *Engine) Close() error {
 
 // Weights views: compute copy, master, gradient.
 func (e *Engine) wcv(p pref) Tensor { return e.wc.View(p.off, p.n) }
-func (e *Engine) wv(p pref) Tensor  { return e.w.View(p.off, p.n) }
+func (e *Engine) wv(p pref) Tensor  { return e.w.View(p.master, p.n) }
 func (e *Engine) gv(p pref) Tensor {
 	if e.lora != nil { // frozen: the gradient goes to the sink
 		return e.lora.sink.View(0, p.n)
@@ -391,7 +480,7 @@ func (e *Engine) planFor(B, T int, train bool) (*plan, error) {
 	}
 	// The cached plans never hold more than the largest one a pass can
 	// need (what MemoryPlan counts as activations).
-	_, spec := layoutPlan(e.cfg, e.act, e.headRows(), B, T, train)
+	_, spec := layoutPlan(e.cfg, e.act, e.headRows(), B, T, train, e.opts.Recompute)
 	need := spec.bytes()
 	for len(e.plans) > 0 && (len(e.plans) >= maxPlans || e.cachedPlanBytes()+need > e.planBudget()) {
 		var oldest [3]int
@@ -426,16 +515,16 @@ func (e *Engine) cachedPlanBytes() int {
 
 // planBudget is the largest plan a pass of this engine can need.
 func (e *Engine) planBudget() int {
-	return maxPlanBytes(e.cfg, e.act, e.headRows(), e.opts.MicroTokens, e.opts.Train)
+	return maxPlanBytes(e.cfg, e.act, e.headRows(), e.opts.MicroTokens, e.opts.Train, e.opts.Recompute)
 }
 
 // maxPlanBytes is the largest bucket plan a pass can need: for every
 // padded length T, as many sequences as microTokens allows (at least one).
-func maxPlanBytes(c model.Config, act DType, headRows, microTokens int, train bool) int {
+func maxPlanBytes(c model.Config, act DType, headRows, microTokens int, train, recompute bool) int {
 	most := 0
 	for T := 32; ; T *= 2 {
 		T = min(T, c.Context)
-		_, s := layoutPlan(c, act, headRows, max(1, microTokens/T), T, train)
+		_, s := layoutPlan(c, act, headRows, max(1, microTokens/T), T, train, recompute)
 		most = max(most, s.bytes())
 		if T == c.Context {
 			return most
@@ -469,13 +558,25 @@ const (
 	Moment2
 )
 
-// paramIn is parameter i's view of arena s, for n values.
-func (e *Engine) paramIn(i int, s Slot, n int) (pref, Tensor, error) {
+// param is parameter i, checked to hold n values.
+func (e *Engine) param(i, n int) (pref, error) {
+	if i < 0 || i >= len(e.decays) {
+		return pref{}, fmt.Errorf("cuda engine: parameter %d of %d", i, len(e.decays))
+	}
 	p := e.decays[i]
 	if n != p.n {
-		return p, Tensor{}, fmt.Errorf("cuda engine: %s: %d values for %d", p.name, n, p.n)
+		return p, fmt.Errorf("cuda engine: %s: %d values for %d", p.name, n, p.n)
 	}
-	t := map[Slot]Tensor{Weights: e.w, Moment1: e.m, Moment2: e.v}[s]
+	return p, nil
+}
+
+// paramIn is parameter i's view of moment arena s, for n values.
+func (e *Engine) paramIn(i int, s Slot, n int) (pref, Tensor, error) {
+	p, err := e.param(i, n)
+	if err != nil {
+		return p, Tensor{}, err
+	}
+	t := map[Slot]Tensor{Moment1: e.m, Moment2: e.v}[s]
 	if t.N == 0 {
 		return p, Tensor{}, fmt.Errorf("cuda engine: %s: no arena %d (built without training state?)", p.name, s)
 	}
@@ -488,6 +589,13 @@ func (e *Engine) paramIn(i int, s Slot, n int) (pref, Tensor, error) {
 func (e *Engine) ReadParam(i int, s Slot, dst []float32) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if s == Weights {
+		p, err := e.param(i, len(dst))
+		if err != nil {
+			return err
+		}
+		return e.dev.Do(func() error { return e.downloadParam(p, dst) })
+	}
 	_, t, err := e.paramIn(i, s, len(dst))
 	if err != nil {
 		return err
@@ -500,17 +608,17 @@ func (e *Engine) ReadParam(i int, s Slot, dst []float32) error {
 func (e *Engine) WriteParam(i int, s Slot, src []float32) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p, t, err := e.paramIn(i, s, len(src))
+	if s == Weights {
+		e.wgen++
+		p, err := e.param(i, len(src))
+		if err != nil {
+			return err
+		}
+		return e.dev.Do(func() error { return e.uploadParam(p, src) })
+	}
+	_, t, err := e.paramIn(i, s, len(src))
 	if err != nil {
 		return err
 	}
-	return e.dev.Do(func() error {
-		if err := e.dev.Upload(t, src); err != nil {
-			return err
-		}
-		if s == Weights && e.act != F32 {
-			e.dev.Cast(e.wc.View(p.off, p.n), e.w.View(p.off, p.n), p.n)
-		}
-		return nil
-	})
+	return e.dev.Do(func() error { return e.dev.Upload(t, src) })
 }

@@ -218,6 +218,7 @@ func (e *Engine) UploadLoRA(l *model.LoRA, opt *model.AdamW) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.wgen++
 	return e.dev.Do(func() error {
 		if err := e.uploadLoRA(l.Weights()); err != nil {
 			return err

@@ -240,40 +240,54 @@ func (e *Engine) attnShape(p *plan) AttnShape {
 // layer's rotated keys and values (the sampler's prefill stores them).
 func (e *Engine) forward(p *plan, onKV func(l int, k, v Tensor)) {
 	c, d := e.cfg, e.dev
+	N, D := p.N, c.DModel
+	eps := float32(c.NormEps)
+	d.Embed(p.x[0], e.wcv(e.embed), p.tok, N, D)
+	for l := range e.layers {
+		e.layerForward(p, l, onKV, true)
+	}
+	d.RMSNorm(p.hF, p.rstdF, p.last(), e.wv(e.norm), N, D, eps)
+}
+
+// layerForward runs layer l from its input p.x[l] into its buffers; with
+// out false it stops once the MLP's gate and up projections are made,
+// which is all a recomputing backward needs.
+func (e *Engine) layerForward(p *plan, l int, onKV func(l int, k, v Tensor), out bool) {
+	c, d := e.cfg, e.dev
 	N, D, F := p.N, c.DModel, c.DFF
 	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	eps := float32(c.NormEps)
-	d.Embed(p.x[0], e.wcv(e.embed), p.tok, N, D)
 	as := e.attnShape(p)
-	for l, L := range e.layers {
-		i := p.layer(l)
-		xin, xmid, xout := p.resid(l)
-		d.RMSNorm(p.h1[i], p.rstd1[i], xin, e.wv(L.attnNorm), N, D, eps)
-		e.linear(p.q[i], p.h1[i], L.wq, L.bq, N, D, Hq)
-		e.linear(p.k[i], p.h1[i], L.wk, L.bk, N, D, Hkv)
-		e.linear(p.v[i], p.h1[i], L.wv, L.bv, N, D, Hkv)
-		d.RoPE(p.q[i], e.cos, e.sin, p.pos, N, Hq, c.HeadDim, false)
-		d.RoPE(p.k[i], e.cos, e.sin, p.pos, N, Hkv, c.HeadDim, false)
-		if onKV != nil {
-			onKV(l, p.k[i], p.v[i])
-		}
-		d.Attention(p.o[i], p.alse[i], p.q[i], p.k[i], p.v[i], as)
-		e.linear(p.tmp, p.o[i], L.wo, pref{off: -1}, N, Hq, D)
-		if !xmid.same(xin) {
-			d.Copy(xmid, xin)
-		}
-		d.AddInto(xmid, p.tmp, N*D)
-		d.RMSNorm(p.h2[i], p.rstd2[i], xmid, e.wv(L.mlpNorm), N, D, eps)
-		e.linear(p.g[i], p.h2[i], L.wg, pref{off: -1}, N, D, F)
-		e.linear(p.u[i], p.h2[i], L.wu, pref{off: -1}, N, D, F)
-		d.SwiGLU(p.s, p.g[i], p.u[i], N*F)
-		e.linear(p.tmp, p.s, L.wd, pref{off: -1}, N, F, D)
-		if !xout.same(xmid) {
-			d.Copy(xout, xmid)
-		}
-		d.AddInto(xout, p.tmp, N*D)
+	L := e.layers[l]
+	i := p.layer(l)
+	xin, xmid, xout := p.resid(l)
+	d.RMSNorm(p.h1[i], p.rstd1[i], xin, e.wv(L.attnNorm), N, D, eps)
+	e.linear(p.q[i], p.h1[i], L.wq, L.bq, N, D, Hq)
+	e.linear(p.k[i], p.h1[i], L.wk, L.bk, N, D, Hkv)
+	e.linear(p.v[i], p.h1[i], L.wv, L.bv, N, D, Hkv)
+	d.RoPE(p.q[i], e.cos, e.sin, p.pos, N, Hq, c.HeadDim, false)
+	d.RoPE(p.k[i], e.cos, e.sin, p.pos, N, Hkv, c.HeadDim, false)
+	if onKV != nil {
+		onKV(l, p.k[i], p.v[i])
 	}
-	d.RMSNorm(p.hF, p.rstdF, p.last(), e.wv(e.norm), N, D, eps)
+	d.Attention(p.o[i], p.alse[i], p.q[i], p.k[i], p.v[i], as)
+	e.linear(p.tmp, p.o[i], L.wo, pref{off: -1}, N, Hq, D)
+	if !xmid.same(xin) {
+		d.Copy(xmid, xin)
+	}
+	d.AddInto(xmid, p.tmp, N*D)
+	d.RMSNorm(p.h2[i], p.rstd2[i], xmid, e.wv(L.mlpNorm), N, D, eps)
+	e.linear(p.g[i], p.h2[i], L.wg, pref{off: -1}, N, D, F)
+	e.linear(p.u[i], p.h2[i], L.wu, pref{off: -1}, N, D, F)
+	if !out {
+		return
+	}
+	d.SwiGLU(p.s, p.g[i], p.u[i], N*F)
+	e.linear(p.tmp, p.s, L.wd, pref{off: -1}, N, F, D)
+	if !xout.same(xmid) {
+		d.Copy(xout, xmid)
+	}
+	d.AddInto(xout, p.tmp, N*D)
 }
 
 // head runs the LM head and the chosen-token logprob over the M rows that
@@ -318,19 +332,23 @@ func (e *Engine) backward(p *plan) {
 	as := e.attnShape(p)
 	for l := len(e.layers) - 1; l >= 0; l-- {
 		L := e.layers[l]
+		if p.recompute { // the same kernels on the same input: the same values
+			e.layerForward(p, l, nil, false)
+		}
+		i := p.layer(l)
 		xin, xmid, _ := p.resid(l)
 		// MLP block: xout = xmid + swiglu(h2 Wg, h2 Wu) Wd.
 		d.Cast(p.dxa, p.dx, N*D)
-		d.SwiGLU(p.s, p.g[l], p.u[l], N*F)
+		d.SwiGLU(p.s, p.g[i], p.u[i], N*F)
 		e.linearBack(p.ds, p.s, p.dxa, L.wd, N, F, D, false)
-		d.SwiGLUBackward(p.dg, p.du, p.ds, p.g[l], p.u[l], N*F)
-		e.linearBack(p.dh, p.h2[l], p.dg, L.wg, N, D, F, false)
-		e.linearBack(p.dh, p.h2[l], p.du, L.wu, N, D, F, true)
-		d.RMSNormBackward(p.dx, e.gv(L.mlpNorm), p.dh, xmid, e.wv(L.mlpNorm), p.rstd2[l], N, D)
+		d.SwiGLUBackward(p.dg, p.du, p.ds, p.g[i], p.u[i], N*F)
+		e.linearBack(p.dh, p.h2[i], p.dg, L.wg, N, D, F, false)
+		e.linearBack(p.dh, p.h2[i], p.du, L.wu, N, D, F, true)
+		d.RMSNormBackward(p.dx, e.gv(L.mlpNorm), p.dh, xmid, e.wv(L.mlpNorm), p.rstd2[i], N, D)
 		// Attention block: xmid = xin + attn(rope(h1 Wq), rope(h1 Wk), h1 Wv) Wo.
 		d.Cast(p.dxa, p.dx, N*D)
-		e.linearBack(p.do, p.o[l], p.dxa, L.wo, N, Hq, D, false)
-		d.AttentionBackward(p.dq, p.dk, p.dv, p.delta, p.q[l], p.k[l], p.v[l], p.o[l], p.do, p.alse[l], as)
+		e.linearBack(p.do, p.o[i], p.dxa, L.wo, N, Hq, D, false)
+		d.AttentionBackward(p.dq, p.dk, p.dv, p.delta, p.q[i], p.k[i], p.v[i], p.o[i], p.do, p.alse[i], as)
 		d.RoPE(p.dq, e.cos, e.sin, p.pos, N, Hq, c.HeadDim, true)
 		d.RoPE(p.dk, e.cos, e.sin, p.pos, N, Hkv, c.HeadDim, true)
 		if L.bq.off >= 0 {
@@ -338,10 +356,10 @@ func (e *Engine) backward(p *plan) {
 			d.BiasBackward(e.gv(L.bk), p.dk, N, Hkv)
 			d.BiasBackward(e.gv(L.bv), p.dv, N, Hkv)
 		}
-		e.linearBack(p.dh, p.h1[l], p.dq, L.wq, N, D, Hq, false)
-		e.linearBack(p.dh, p.h1[l], p.dk, L.wk, N, D, Hkv, true)
-		e.linearBack(p.dh, p.h1[l], p.dv, L.wv, N, D, Hkv, true)
-		d.RMSNormBackward(p.dx, e.gv(L.attnNorm), p.dh, xin, e.wv(L.attnNorm), p.rstd1[l], N, D)
+		e.linearBack(p.dh, p.h1[i], p.dq, L.wq, N, D, Hq, false)
+		e.linearBack(p.dh, p.h1[i], p.dk, L.wk, N, D, Hkv, true)
+		e.linearBack(p.dh, p.h1[i], p.dv, L.wv, N, D, Hkv, true)
+		d.RMSNormBackward(p.dx, e.gv(L.attnNorm), p.dh, xin, e.wv(L.attnNorm), p.rstd1[i], N, D)
 	}
 	if e.lora == nil {
 		d.EmbedBackward(e.gv(e.embed), p.dx, p.tok, N, D)

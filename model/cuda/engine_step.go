@@ -80,6 +80,7 @@ func (e *Engine) Step(opt *model.AdamW, lr, clip float64) (float64, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.wgen++
 	var norm float64
 	err := e.dev.Do(func() error {
 		var err error

@@ -34,9 +34,14 @@ type Workload struct {
 	Completions int
 	MicroTokens int
 	HeadRows    int // 0: the engine's default
+	// Recompute keeps each layer's input only (Options.Recompute).
+	Recompute bool
 	// Inference samples only (eval): no gradients, moments, adapters,
 	// reference or snapshots.
 	Inference bool
+	// Turns: agent mode, whose trajectories keep their caches from one
+	// turn to the next, a turn's new tokens prefilled turnRows at a time.
+	Turns bool
 }
 
 // MemItem is one line of the plan.
@@ -68,6 +73,16 @@ func ParamCount(c model.Config) int {
 		per += Hq + 2*Hkv
 	}
 	return 2*V*D + c.Layers*per + D
+}
+
+// VectorParamCount is the number of weights in the norms and biases: what
+// a bf16-only frozen base keeps in fp32.
+func VectorParamCount(c model.Config) int {
+	per := 2 * c.DModel
+	if c.AttnBias {
+		per += c.Heads*c.HeadDim + 2*c.KVHeads*c.HeadDim
+	}
+	return c.Layers*per + c.DModel
 }
 
 // LoRAParamCount is the number of adapter weights of shape l on c.
@@ -103,19 +118,25 @@ func Plan(w Workload) MemoryPlan {
 	var p MemoryPlan
 	rope := 2 * 4 * c.Context * (c.HeadDim / 2)
 	copyBytes := 4 * np // an engine's fp32 weights
-	if w.Act != F32 {
-		copyBytes += act * np // and their compute copy
-	}
 	what := "weights (fp32)"
-	if w.Act != F32 {
+	switch {
+	case w.LoRA != nil && w.Act != F32: // the frozen base: no masters
+		copyBytes = act*np + 4*VectorParamCount(c)
+		what = "weights (frozen base in " + w.Act.String() + ", norms and biases fp32)"
+	case w.Act != F32:
+		copyBytes += act * np // and their compute copy
 		what = "weights (fp32 masters + " + w.Act.String() + " compute copy)"
 	}
 	p.add(what, copyBytes+rope)
 	maxRows := max(w.MicroTokens, c.Context, w.Completions)
 	hr := headRowsOf(w)
-	_, dec := layoutDecode(c, w.Act, max(1, w.Completions), c.Context)
+	rows := max(1, w.Completions)
+	if w.Turns {
+		rows = max(turnRows, rows)
+	}
+	_, dec := layoutDecode(c, w.Act, rows, max(1, w.Completions), c.Context)
 	if w.Inference {
-		_, prefill := layoutPlan(c, w.Act, hr, 1, c.Context, false) // sampling only prefills one prompt
+		_, prefill := layoutPlan(c, w.Act, hr, 1, c.Context, false, false) // sampling only prefills one prompt
 		p.add(fmt.Sprintf("activations (a prompt's prefill, up to %d tokens)", c.Context), prefill.bytes())
 		p.add(fmt.Sprintf("KV cache (%d completions × %d positions)", w.Completions, c.Context), dec.bytes())
 		return p
@@ -134,7 +155,11 @@ func Plan(w Workload) MemoryPlan {
 		p.add("gradients (fp32)", 4*np)
 		p.add("AdamW moments (fp32)", 8*np)
 	}
-	p.add(fmt.Sprintf("activations (one micro-batch of %d tokens)", w.MicroTokens), maxPlanBytes(c, w.Act, hr, w.MicroTokens, true))
+	acts := fmt.Sprintf("activations (one micro-batch of %d tokens)", w.MicroTokens)
+	if w.Recompute {
+		acts = fmt.Sprintf("activations (one micro-batch of %d tokens, recomputed)", w.MicroTokens)
+	}
+	p.add(acts, maxPlanBytes(c, w.Act, hr, w.MicroTokens, true, w.Recompute))
 	if w.Snapshots == 0 { // else the snapshots sample, each with its cache
 		p.add(fmt.Sprintf("KV cache (%d completions × %d positions)", w.Completions, c.Context), dec.bytes())
 	}
@@ -142,7 +167,7 @@ func Plan(w Workload) MemoryPlan {
 		if w.LoRA != nil {
 			p.Items = append(p.Items, MemItem{Name: "KL reference (the frozen base, shared: adapters off)"})
 		} else {
-			p.add("KL reference (a frozen copy + its activations)", copyBytes+rope+maxPlanBytes(c, w.Act, hr, w.MicroTokens, false))
+			p.add("KL reference (a frozen copy + its activations)", copyBytes+rope+maxPlanBytes(c, w.Act, hr, w.MicroTokens, false, false))
 		}
 	}
 	if w.Snapshots > 0 {
@@ -150,7 +175,7 @@ func Plan(w Workload) MemoryPlan {
 		if w.LoRA != nil {
 			each = adapters + act*maxRows*w.LoRA.Rank
 		}
-		_, prefill := layoutPlan(c, w.Act, hr, 1, c.Context, false) // a snapshot only samples
+		_, prefill := layoutPlan(c, w.Act, hr, 1, c.Context, false, false) // a snapshot only samples
 		each += prefill.bytes() + dec.bytes()
 		p.add(fmt.Sprintf("sampling snapshots (async: up to %d, each with a KV cache of %d × %d)", w.Snapshots, w.Completions, c.Context), w.Snapshots*each)
 	}
@@ -182,14 +207,20 @@ type Remedy struct {
 }
 
 // Remedies are the single changes that bring w within free bytes, in the
-// order a user would try them: LoRA, fewer completions per group, smaller
-// micro-batches, synchronous sampling.
+// order a user would try them: recomputed activations (the same training,
+// slower), LoRA, fewer completions per group, smaller micro-batches,
+// synchronous sampling.
 func Remedies(w Workload, free int64) []Remedy {
 	var out []Remedy
 	try := func(setting string, v Workload) {
 		if p := Plan(v); p.Total <= free {
 			out = append(out, Remedy{setting, p})
 		}
+	}
+	if !w.Recompute && !w.Inference {
+		v := w
+		v.Recompute = true
+		try(RecomputeSetting, v)
 	}
 	if w.LoRA == nil {
 		v := w
@@ -243,6 +274,29 @@ func (e *FitError) Error() string {
 		fmt.Fprintf(&b, " %s (%s)", r.Setting, GiB(r.Plan.Total))
 	}
 	return b.String()
+}
+
+// RecomputeSetting is the setting that turns recomputed activations on.
+const RecomputeSetting = "model.recompute=on"
+
+// AutoRecompute is model.recompute = "auto": w recomputing its
+// activations when it does not fit free bytes without, and recomputing
+// holds less (free 0: unknown, left off). A one-layer model keeps what
+// it would recompute anyway.
+func AutoRecompute(w Workload, free int64) Workload {
+	if free <= 0 || w.Inference || w.Recompute {
+		return w
+	}
+	kept := Plan(w).Total
+	if kept <= free {
+		return w
+	}
+	v := w
+	v.Recompute = true
+	if Plan(v).Total < kept {
+		return v
+	}
+	return w
 }
 
 // Check refuses a plan over free bytes (0: unknown, e.g. the CPU device,

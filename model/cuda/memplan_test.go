@@ -94,13 +94,18 @@ func TestMemoryPlanMatchesAllocations(t *testing.T) {
 		name      string
 		lora      bool
 		snapshots bool
-	}{{"full", false, false}, {"lora", true, false}, {"lora-async", true, true}, {"full-async", false, true}} {
+		act       DType
+		recompute bool
+	}{{"full", false, false, F32, false}, {"lora", true, false, F32, false}, {"lora-async", true, true, F32, false},
+		{"full-async", false, true, F32, false}, {"lora-bf16", true, false, BF16, false}, {"full-bf16", false, false, BF16, false},
+		{"full-recompute", false, false, F32, true}, {"lora-bf16-recompute", true, false, BF16, true},
+		{"lora-bf16-recompute-async", true, true, BF16, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			cfg := qwen2Small() // context 128
 			const G, micro = 5, 256
 			base := testModel(t, cfg, 3)
-			w := Workload{Cfg: base.Cfg, Act: F32, Reference: true, Completions: G, MicroTokens: micro}
+			w := Workload{Cfg: base.Cfg, Act: tc.act, Reference: true, Completions: G, MicroTokens: micro, Recompute: tc.recompute}
 			var l *model.LoRA
 			if tc.lora {
 				var err error
@@ -122,7 +127,7 @@ func TestMemoryPlanMatchesAllocations(t *testing.T) {
 			if l != nil {
 				n = l.NumParams()
 			}
-			e, err := NewEngine(dev, base.Clone(), Options{Act: F32, Train: true, LoRA: l, MicroTokens: micro})
+			e, err := NewEngine(dev, base.Clone(), Options{Act: tc.act, Train: true, LoRA: l, MicroTokens: micro, Recompute: tc.recompute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +136,7 @@ func TestMemoryPlanMatchesAllocations(t *testing.T) {
 			defer p.Close()
 			ref := BaseReference(p, 1)
 			if !tc.lora {
-				if ref, err = NewReference(dev, base, Options{Act: F32, MicroTokens: micro}, 1); err != nil {
+				if ref, err = NewReference(dev, base, Options{Act: tc.act, MicroTokens: micro}, 1); err != nil {
 					t.Fatal(err)
 				}
 				defer ref.Engine.Close()
@@ -262,5 +267,37 @@ func TestInferencePlan(t *testing.T) {
 	}
 	if dev.peak > p.Total || dev.peak < p.Total*9/10 {
 		t.Errorf("the sampler peaked at %d bytes, the plan counted %d", dev.peak, p.Total)
+	}
+}
+
+// TestAutoRecompute: model.recompute=auto recomputes only where the plan
+// does not fit without and recomputing holds less.
+func TestAutoRecompute(t *testing.T) {
+	c := qwen2Small()
+	w := Workload{Cfg: c, Act: F32, Completions: 4, MicroTokens: 4096}
+	one := w
+	one.Cfg.Layers = 1
+	kept, again := Plan(w).Total, Plan(func() Workload { v := w; v.Recompute = true; return v }()).Total
+	if again >= kept {
+		t.Fatalf("recomputing holds %d bytes, keeping %d", again, kept)
+	}
+	infer := w
+	infer.Inference = true
+	for _, tt := range []struct {
+		name string
+		w    Workload
+		free int64
+		want bool
+	}{
+		{"fits as it is", w, kept, false},
+		{"fits only recomputed", w, (kept + again) / 2, true},
+		{"fits neither way: recomputing still helps", w, again / 2, true},
+		{"free unknown", w, 0, false},
+		{"one layer keeps what it would recompute", one, 1, false},
+		{"sampling only", infer, 1, false},
+	} {
+		if got := AutoRecompute(tt.w, tt.free).Recompute; got != tt.want {
+			t.Errorf("%s: recompute %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

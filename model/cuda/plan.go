@@ -10,15 +10,18 @@ import (
 // for training, backward) pass over B sequences of T positions touches,
 // carved out of one arena per element type. Training keeps each layer's
 // activations for the backward pass; a forward-only plan shares one set
-// across layers. The LM head runs over chunks of at most HeadRows of the
+// across layers, and so does a training plan that recomputes: it keeps
+// only each layer's input, and the backward runs each layer's forward
+// again into the shared set before its own backward. The LM head runs over chunks of at most HeadRows of the
 // rows that have a target, so [rows, vocab] logits never exist whole.
 type plan struct {
-	B, T, N  int
-	train    bool
-	headRows int
-	headM    int // rows with a target in the current micro-batch
-	arenas   []Tensor
-	bytes    int
+	B, T, N   int
+	train     bool
+	recompute bool
+	headRows  int
+	headM     int // rows with a target in the current micro-batch
+	arenas    []Tensor
+	bytes     int
 
 	tok, pos               Tensor // i32 [N]
 	rows, tgt              Tensor // i32 [N]: rows with a target, and the target
@@ -99,7 +102,7 @@ func (s *planSpec) alloc(dev Device) ([]Tensor, int, error) {
 
 // newPlan lays out and allocates the buffers of bucket (B, T).
 func (e *Engine) newPlan(B, T int, train bool) (*plan, error) {
-	p, s := layoutPlan(e.cfg, e.act, e.headRows(), B, T, train)
+	p, s := layoutPlan(e.cfg, e.act, e.headRows(), B, T, train, e.opts.Recompute)
 	arenas, bytes, err := s.alloc(e.dev)
 	if err != nil {
 		return nil, err
@@ -109,13 +112,14 @@ func (e *Engine) newPlan(B, T int, train bool) (*plan, error) {
 }
 
 // layoutPlan lays out the buffers of bucket (B, T) without allocating
-// them: newPlan allocates the layout, MemoryPlan counts it.
-func layoutPlan(c model.Config, a DType, headRows, B, T int, train bool) (*plan, *planSpec) {
+// them: newPlan allocates the layout, MemoryPlan counts it. recompute
+// matters only when training.
+func layoutPlan(c model.Config, a DType, headRows, B, T int, train, recompute bool) (*plan, *planSpec) {
 	N := B * T
 	D, F, V := c.DModel, c.DFF, c.VocabSize
 	Hq, Hkv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	L := c.Layers
-	p := &plan{B: B, T: T, N: N, train: train, cfgL: L, cfgD: D, cfgF: F, cfgV: V}
+	p := &plan{B: B, T: T, N: N, train: train, recompute: train && recompute, cfgL: L, cfgD: D, cfgF: F, cfgV: V}
 	p.headRows = max(1, min(N, headRows))
 	var s planSpec
 	s.add(&p.tok, I32, N)
@@ -125,13 +129,13 @@ func layoutPlan(c model.Config, a DType, headRows, B, T int, train bool) (*plan,
 	s.add(&p.cot, F32, 2*N)
 	s.add(&p.out, F32, 2*N)
 	s.add(&p.lse, F32, N)
-	per := 1
-	if train {
+	per := 1 // sets of a layer's activations
+	if train && !p.recompute {
 		per = L
 	}
 	if train {
-		s.layers(&p.x, F32, L+1, N*D) // x[l] is layer l's input, x[L] the last output
-		s.layers(&p.xm, F32, L, N*D)  // after attention's residual add
+		s.layers(&p.x, F32, L+1, N*D)  // x[l] is layer l's input, x[L] the last output
+		s.layers(&p.xm, F32, per, N*D) // after attention's residual add
 	} else {
 		s.layers(&p.x, F32, 1, N*D) // one residual stream, updated in place
 	}
@@ -181,9 +185,9 @@ func (s *planSpec) bytes() int {
 }
 
 // layer returns the index of layer l's buffers (one shared set unless
-// training).
+// training without recomputing).
 func (p *plan) layer(l int) int {
-	if p.train {
+	if p.train && !p.recompute {
 		return l
 	}
 	return 0
@@ -195,7 +199,7 @@ func (p *plan) resid(l int) (in, mid, out Tensor) {
 	if !p.train {
 		return p.x[0], p.x[0], p.x[0]
 	}
-	return p.x[l], p.xm[l], p.x[l+1]
+	return p.x[l], p.xm[p.layer(l)], p.x[l+1]
 }
 
 // last is the decoder's output before the final norm.

@@ -27,6 +27,9 @@ type Policy struct {
 	// LoRA mirrors the device's adapters on the host (Sync fills it); nil
 	// for full fine-tuning.
 	LoRA *model.LoRA
+	// TurnSlots is how many agent trajectories keep their caches between
+	// turns at once (the group size; 0 means 1).
+	TurnSlots int
 
 	rngMu sync.Mutex
 	pcg   *rand.PCG // the sampler's random source (RNGState for checkpoints)
@@ -97,6 +100,36 @@ func (p *Policy) sampleFrom(ctx context.Context, e *Engine, prompt []int, n int,
 		o.Rand = p.rng
 	}
 	return e.Sample(ctx, prompt, n, o)
+}
+
+// SampleTurn draws one reply to an agent trajectory's context, its keys
+// and values kept for the next turn (Engine.SampleTurn).
+func (p *Policy) SampleTurn(ctx context.Context, context []int, o model.SampleOptions) (model.Completion, error) {
+	return p.sampleTurnFrom(ctx, p.Engine, context, o)
+}
+
+// SampleTurnSnapshot is SampleTurn from the newest snapshot, with its
+// version.
+func (p *Policy) SampleTurnSnapshot(ctx context.Context, context []int, o model.SampleOptions) (model.Completion, int, error) {
+	e, version, release, err := p.snaps.Acquire()
+	if err != nil {
+		return model.Completion{}, 0, err
+	}
+	defer release()
+	c, err := p.sampleTurnFrom(ctx, e, context, o)
+	return c, version, err
+}
+
+func (p *Policy) sampleTurnFrom(ctx context.Context, e *Engine, context []int, o model.SampleOptions) (model.Completion, error) {
+	p.rngMu.Lock()
+	defer p.rngMu.Unlock()
+	if o.Stop == nil {
+		o.Stop = p.Stop
+	}
+	if o.Rand == nil {
+		o.Rand = p.rng
+	}
+	return e.SampleTurn(ctx, context, p.TurnSlots, o)
 }
 
 // Logprobs returns each completion token's logprob under the current
@@ -225,6 +258,21 @@ func (p *Policy) Load(m *model.Model, opt *model.AdamW) error {
 	return nil
 }
 
+// UseOptim makes opt the policy's optimiser, its moments uploaded in place
+// of the device's (a stage's own optimiser, or a fresh one after it); the
+// weights stay as they are.
+func (p *Policy) UseOptim(opt *model.AdamW) error {
+	if p.LoRA != nil {
+		if err := p.Engine.UploadLoRA(p.LoRA, opt); err != nil {
+			return err
+		}
+	} else if err := p.Engine.UploadOptim(opt); err != nil {
+		return err
+	}
+	p.Optim = opt
+	return nil
+}
+
 // LoadLoRA uploads p.LoRA's adapters (a resumed checkpoint's, copied in)
 // and opt's moments when non-nil; p.Optim becomes opt.
 func (p *Policy) LoadLoRA(opt *model.AdamW) error {
@@ -260,7 +308,8 @@ func (p *Policy) Close() error {
 // forwardCopy is a forward-only engine on the same device with e's weights.
 func (e *Engine) forwardCopy() (*Engine, error) {
 	c := &Engine{dev: e.dev, cfg: e.cfg, act: e.act, np: e.np, embed: e.embed, norm: e.norm, lm: e.lm,
-		layers: e.layers, decays: e.decays, plans: map[[3]int]*plan{}, uses: map[[3]int]int{}}
+		layers: e.layers, decays: e.decays, plans: map[[3]int]*plan{}, uses: map[[3]int]int{},
+		bf16Base: e.bf16Base, nMaster: e.nMaster}
 	c.opts = e.opts
 	c.opts.Train = false
 	if e.lora != nil {
@@ -273,7 +322,7 @@ func (e *Engine) forwardCopy() (*Engine, error) {
 				*dst, err = e.dev.Alloc(dt, n)
 			}
 		}
-		alloc(&c.w, F32, e.np)
+		alloc(&c.w, F32, e.nMaster)
 		if c.act == F32 {
 			c.wc = c.w
 		} else {

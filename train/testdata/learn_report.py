@@ -24,7 +24,9 @@ PHASE (curriculum.phase to start in; default the config's), NAME (a label),
 PARALLEL=1 (run the seeds at the same time, each on a share of the cores;
 the minutes are then each run's wall time under that load), WARM (a warm
 start checkpoint, e.g. one `swetui sft --export` wrote, to start from
-instead of the shipped one).
+instead of the shipped one), ROLLOUT (single, or agent: rollout.mode=agent for
+the runs and the evals, from agent mode's shipped warm start; its well-formed
+column is then the share of trajectories that submitted).
 """
 import datetime
 import glob
@@ -46,6 +48,7 @@ PHASE = os.environ.get("PHASE", "")
 NAME = os.environ.get("NAME", "")
 PARALLEL = os.environ.get("PARALLEL", "") not in ("", "0")
 WARM = os.path.abspath(os.environ["WARM"]) if os.environ.get("WARM") else ""
+ROLLOUT = os.environ.get("ROLLOUT", "single")
 GO = os.environ.get("GO", "go")
 BIN = os.path.join(OUT, "swetui")
 
@@ -66,9 +69,15 @@ def sh(cmd, log):
 def evaluate(ckpt, tag, out_dir, log):
     preds = os.path.join(OUT, tag + ".preds.jsonl")
     stdout, secs = sh([BIN, "eval", "--ckpt", ckpt, "--mode", MODE, "--samples", str(SAMPLES), "--score-samples",
-                       "--out", preds, "run.out_dir=" + out_dir], log)
-    m = re.search(r"eval: (\d+) tasks x (\d+) samples, (\d+) replies with a well-formed diff", stdout)
-    tasks, samples, wellformed = (int(x) for x in m.groups())
+                       "--out", preds, "run.out_dir=" + out_dir, "rollout.mode=" + ROLLOUT], log)
+    if ROLLOUT == "agent":
+        m = re.search(r"eval: (\d+) tasks x (\d+) trajectories in agent mode \(([^)]*)\)", stdout)
+        tasks, samples = int(m.group(1)), int(m.group(2))
+        ends = dict((e.split()[0], int(e.split()[1])) for e in m.group(3).split(", ") if e)
+        wellformed = ends.get("submitted", 0)
+    else:
+        m = re.search(r"eval: (\d+) tasks x (\d+) samples, (\d+) replies with a well-formed diff", stdout)
+        tasks, samples, wellformed = (int(x) for x in m.groups())
     with open(preds[: -len(".jsonl")] + ".report.json") as f:
         s = json.load(f)["summary"]
     with open(preds[: -len(".jsonl")] + ".samples.report.json") as f:
@@ -132,7 +141,7 @@ def main():
         warm = WARM
         os.makedirs(warm_dir, exist_ok=True)
     else:
-        sh([BIN, "run", "--headless", "run.out_dir=" + warm_dir, "run.resume=never", "run.max_steps=1"], log)
+        sh([BIN, "run", "--headless", "run.out_dir=" + warm_dir, "run.resume=never", "run.max_steps=1", "rollout.mode=" + ROLLOUT], log)
         warm = os.path.join(warm_dir, "sft")
     if not os.path.exists(os.path.join(warm, "tokenizer.json")):
         sys.exit("%s holds no warm start: this build ships none that fits the config" % warm)
@@ -140,7 +149,7 @@ def main():
     def run_args(seed):
         args = [BIN, "run", "--headless", "run.seed=" + seed, "run.out_dir=" + os.path.join(OUT, "seed" + seed),
                 "run.resume=never", "run.max_steps=%d" % STEPS, "watchdog.stall_s=0",
-                "model.init_ckpt=" + warm, "model.tokenizer=" + os.path.join(warm, "tokenizer.json")]
+                "model.init_ckpt=" + warm, "model.tokenizer=" + os.path.join(warm, "tokenizer.json"), "rollout.mode=" + ROLLOUT]
         if MINUTES:
             args.append("run.max_minutes=" + MINUTES)
         if PHASE:
@@ -166,7 +175,8 @@ def main():
         results.append((seed, secs[seed], after, training_summary(run_dir)))
 
     lines = ["# Learning report%s" % (": " + NAME if NAME else ""), "",
-             "`%s%sSTEPS=%d SEEDS=\"%s\" SAMPLES=%d MODE=%s PHASE=%s PARALLEL=%d OVERRIDES=\"%s\" make learn-report`, %s." % (
+             "`%s%s%sSTEPS=%d SEEDS=\"%s\" SAMPLES=%d MODE=%s PHASE=%s PARALLEL=%d OVERRIDES=\"%s\" make learn-report`, %s." % (
+                 "ROLLOUT=agent " if ROLLOUT == "agent" else "",
                  "WARM=%s " % os.environ["WARM"] if WARM else "", "MINUTES=%s " % MINUTES if MINUTES else "", STEPS, " ".join(SEEDS), SAMPLES, MODE, PHASE or "(config)", PARALLEL, " ".join(OVERRIDES),
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
              "Held-out split, %d tasks; well-formed over %d replies a task, the rest over the first reply "

@@ -32,7 +32,7 @@ export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Each part on its own, so that a crash in one keeps the others' results.
 : >"$OUT/go.log"
-for run in 'TestGPUKernelsMatchCPU' 'TestGPUEngineMatchesCPU' 'TestGPUBenchGRPO' 'TestGPUBenchStages'; do
+for run in 'TestGPUKernelsMatchCPU' 'TestGPUEngineMatchesCPU' 'TestGPUSampleTurnKeepsItsCache' 'TestGPUBenchGRPO' 'TestGPUBenchStages'; do
   echo "=== $run" >>"$OUT/go.log"
   timeout 330 ./cuda.test -test.run "^$run\$" -test.v -test.timeout 320s >>"$OUT/go.log" 2>&1
   echo "=== $run exit $?" >>"$OUT/go.log"

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPlanCommand(t *testing.T) {
+	hf := filepath.Join(t.TempDir(), "hf")
+	tinyPretrained(t, hf)
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		says []string
+	}{
+		{"7B LoRA in 80 GiB", []string{"--model", "qwen2.5-coder-7b", "lora.rank=16", "grpo.group_size=8", "model.context=8192", "--gpu-gib", "80"}, ExitOK,
+			[]string{"qwen2.5-coder-7b's shape, 7.62 B weights; LoRA rank 16", "total                                                                 80.19 GiB",
+				"does not fit in 80 GiB", "model.recompute=auto: a run on this device recomputes its activations, and holds 30.36 GiB", "it fits with model.recompute=on alone: 30.36 GiB", "it fits with model.micro_tokens=8192: 49.41 GiB"}},
+		{"1.5B full fine-tuning in 48 GiB", []string{"--model", "qwen2.5-coder-1.5b", "grpo.group_size=16", "model.context=8192", "--gpu-gib", "48"}, ExitOK,
+			[]string{"full fine-tuning", "72.86 GiB", "it fits with lora.rank=16 alone: 35.37 GiB",
+				"it fits with model.recompute=on model.micro_tokens=8192: 46.83 GiB", "activations (one micro-batch of 8192 tokens, recomputed)"}},
+		{"recomputing asked for", []string{"--model", "qwen2.5-coder-7b", "lora.rank=16", "grpo.group_size=8", "model.context=8192", "model.recompute=on"}, ExitOK,
+			[]string{"activations (one micro-batch of 16384 tokens, recomputed)", "11.99 GiB", "30.36 GiB"}},
+		{"fits", []string{"--model", "qwen2.5-coder-0.5b", "--gpu-gib", "80"}, ExitOK, []string{"fits in 80 GiB"}},
+		{"nothing fits", []string{"--model", "qwen2.5-coder-14b", "model.context=32768", "--gpu-gib", "24"}, ExitFailure, []string{"no combination"}},
+		{"eval samples only", []string{"--model", "qwen2.5-coder-7b", "--eval", "8"}, ExitOK, []string{"eval: sampling 8 replies a task"}},
+		{"a model folder", []string{"--model", hf}, ExitOK, []string{hf}},
+		{"an unknown model", []string{"--model", "gpt-9"}, ExitUsage, []string{"neither a known shape (llama-3-8b, qwen2.5-coder-0.5b"}},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"plan"}, tt.args...)...)
+		if code != tt.code {
+			t.Errorf("%s: exit %d, want %d\n%s%s", tt.name, code, tt.code, stdout, stderr)
+		}
+		for _, s := range tt.says {
+			if !strings.Contains(stdout+stderr, s) {
+				t.Errorf("%s: no %q in\n%s%s", tt.name, s, stdout, stderr)
+			}
+		}
+	}
+	if code, stdout, _ := runCLI(t, "plan", "--model", "qwen2.5-coder-7b", "--eval", "8"); code != ExitOK || strings.Contains(stdout, "AdamW") || strings.Contains(stdout, "gradients") {
+		t.Errorf("eval's plan holds training state:\n%s", stdout)
+	}
+}

@@ -1,0 +1,180 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/swetui/swetui/internal/sgemm"
+)
+
+// A Conversation is one sequence sampled turn after turn (an agent's
+// trajectory: its replies, and the observations put between them), whose
+// keys and values stay cached from one turn to the next: a turn prefills
+// only the tokens its context adds to what the cache holds, instead of the
+// whole trajectory so far. It holds the weights as they were when it was
+// made (packed for the matmul kernel): a Conversation must not outlive an
+// update of the model's weights. Not safe for concurrent use.
+type Conversation struct {
+	m    *Model
+	d    *decoder // packed weights, and scratch for convChunk rows
+	cap  int
+	toks []int       // the tokens whose keys and values are cached, in order
+	kc   [][]float32 // per layer: keys [kvh][HD][cap], transposed
+	vc   [][]float32 // per layer: values [kvh][cap][HD]
+	qb   []float32   // [convChunk·group, HD]: one kv head's queries
+	ob   []float32   // [convChunk·group, HD]: their outputs
+	sc   []float32   // [convChunk·group, cap]: their scores
+	smp  *sampler
+}
+
+// convChunk is how many new tokens one pass prefills: it bounds the
+// scratch (scores are rows × the cache's length).
+const convChunk = 128
+
+// NewConversation makes an empty conversation over m's current weights,
+// with room for the model's context.
+func (m *Model) NewConversation() *Conversation {
+	c := m.Cfg
+	hd := c.HeadDim
+	kvd := c.KVHeads * hd
+	cv := &Conversation{m: m, d: m.packedDecoder(convChunk), cap: c.Context, smp: newSampler(c.VocabSize)}
+	cv.d.xs, cv.d.logits = make([]float32, c.DModel), make([]float32, c.VocabSize)
+	for range m.layers {
+		cv.kc = append(cv.kc, make([]float32, kvd*cv.cap))
+		cv.vc = append(cv.vc, make([]float32, kvd*cv.cap))
+	}
+	group := c.Heads / c.KVHeads
+	cv.qb, cv.ob = make([]float32, convChunk*group*hd), make([]float32, convChunk*group*hd)
+	cv.sc = make([]float32, convChunk*group*cv.cap)
+	return cv
+}
+
+// Cached returns how many tokens' keys and values the conversation holds.
+func (cv *Conversation) Cached() int { return len(cv.toks) }
+
+// Sample draws one completion of context (n = 1 of Model.Sample, the same
+// options). The part of context the cache already holds is not computed
+// again; a context that departs from it is computed from where it departs.
+// The completion's tokens but its last are cached after it, so that the
+// next turn's context (this one, the completion and what follows) adds only
+// its own tokens.
+func (cv *Conversation) Sample(ctx context.Context, context []int, o SampleOptions) (Completion, error) {
+	m := cv.m
+	if len(context) == 0 || len(context) >= m.Cfg.Context {
+		return Completion{}, fmt.Errorf("model.Conversation: context of %d tokens must be in [1, %d)", len(context), m.Cfg.Context)
+	}
+	for _, t := range context {
+		if t < 0 || t >= m.Cfg.VocabSize {
+			return Completion{}, fmt.Errorf("model.Conversation: token %d outside vocab %d", t, m.Cfg.VocabSize)
+		}
+	}
+	if o.Rand == nil {
+		o.Rand = rand.New(rand.NewPCG(1, 1))
+	}
+	maxNew := o.MaxNewTokens
+	if maxNew <= 0 || len(context)+maxNew > m.Cfg.Context {
+		maxNew = m.Cfg.Context - len(context)
+	}
+	stop := map[int]bool{}
+	for _, t := range o.Stop {
+		stop[t] = true
+	}
+	// Keep the cache as far as it agrees with context, and at least the
+	// last token to compute: its logits are the first draw's.
+	k := 0
+	for k < len(cv.toks) && k < len(context)-1 && cv.toks[k] == context[k] {
+		k++
+	}
+	cv.toks = cv.toks[:k]
+	logits, err := cv.extend(ctx, context[k:])
+	if err != nil {
+		return Completion{}, err
+	}
+	out := Completion{Tokens: make([]int, 0, maxNew), Logprobs: make([]float32, 0, maxNew)}
+	for {
+		tok, lp := cv.smp.draw(logits, o)
+		out.Tokens = append(out.Tokens, tok)
+		out.Logprobs = append(out.Logprobs, lp)
+		if stop[tok] {
+			return out, nil
+		}
+		if len(out.Tokens) >= maxNew {
+			out.Truncated = true
+			return out, nil
+		}
+		if logits, err = cv.extend(ctx, []int{tok}); err != nil {
+			return Completion{}, err
+		}
+	}
+}
+
+// extend computes toks after the cached tokens, caching their keys and
+// values, and returns the logits of the last one.
+func (cv *Conversation) extend(ctx context.Context, toks []int) ([]float32, error) {
+	D := cv.m.Cfg.DModel
+	var R int
+	for len(toks) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		R = min(len(toks), convChunk)
+		cv.chunk(toks[:R])
+		toks = toks[R:]
+	}
+	return cv.d.lmHead(cv.m, cv.d.x[(R-1)*D:R*D], 1), nil
+}
+
+// chunk runs R ≤ convChunk new tokens through the model at the positions
+// after the cache, each attending to the cache and to the new tokens up to
+// itself, and caches their keys and values.
+func (cv *Conversation) chunk(toks []int) {
+	m, d := cv.m, cv.d
+	c := m.Cfg
+	R, D, hd, S := len(toks), c.DModel, c.HeadDim, cv.cap
+	qd, kvd, group := c.Heads*hd, c.KVHeads*hd, d.group
+	start := len(cv.toks)
+	n := start + R // keys the last new token sees
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	emb := m.Params[m.embed].W
+	for r, t := range toks {
+		copy(d.x[r*D:(r+1)*D], emb[t*D:(t+1)*D])
+	}
+	gemm := sgemm.SgemmSerial
+	if R > 1 {
+		gemm = sgemm.Sgemm
+	}
+	Q := R * group // query rows per kv head
+	for li := range m.layers {
+		d.project(m, li, R, start, false)
+		kc, vc := cv.kc[li], cv.vc[li]
+		for r := 0; r < R; r++ {
+			row := d.fused[r*d.qkvw : (r+1)*d.qkvw]
+			for kh := 0; kh < c.KVHeads; kh++ {
+				for i, x := range row[qd+kh*hd : qd+(kh+1)*hd] {
+					kc[(kh*hd+i)*S+start+r] = x
+				}
+				copy(vc[(kh*S+start+r)*hd:], row[qd+kvd+kh*hd:qd+kvd+(kh+1)*hd])
+			}
+		}
+		for kh := 0; kh < c.KVHeads; kh++ {
+			for r := 0; r < R; r++ {
+				copy(cv.qb[r*group*hd:(r+1)*group*hd], d.fused[r*d.qkvw+kh*group*hd:])
+			}
+			gemm(false, false, Q, n, hd, scale, cv.qb, hd, kc[kh*hd*S:], S, 0, cv.sc, n)
+			for i := 0; i < Q; i++ {
+				row := cv.sc[i*n : (i+1)*n]
+				seen := start + i/group + 1 // causal: up to the query's own position
+				softmaxRow(row[:seen])
+				clear(row[seen:])
+			}
+			gemm(false, false, Q, hd, n, 1, cv.sc, n, vc[kh*S*hd:], hd, 0, cv.ob, hd)
+			for r := 0; r < R; r++ {
+				copy(d.att[r*qd+kh*group*hd:r*qd+(kh+1)*group*hd], cv.ob[r*group*hd:(r+1)*group*hd])
+			}
+		}
+		d.mlp(m, li, R)
+	}
+	cv.toks = append(cv.toks, toks...)
+}

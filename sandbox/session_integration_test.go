@@ -1,0 +1,604 @@
+package sandbox_test
+
+// Sessions on every kind of host, each case once: the local Docker Engine
+// and the test cluster of .ci/k8s (make cluster-up). A host that is not
+// there skips its half (the cluster's fails under CI=true).
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/internal/kubetest"
+	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/sandbox/kube"
+)
+
+// sessionHost is one kind of host the session tests run on.
+type sessionHost struct {
+	name string
+	user string // the test image's user swetui (uid 1000) as the host takes it
+	net  string // ls /sys/class/net inside: the test cluster's CNI gives a Pod a dead-end eth0
+	// pids says whether the host enforces Limits.PidsLimit (a cluster's is
+	// the kubelet's podPidsLimit, which the test cluster does not set).
+	pids bool
+	// backend opens the host alone with limits l, for this process's run.
+	backend func(t testing.TB, l sandbox.Limits) sessionBackend
+	// pool is what a pool needs to open the host.
+	pool func(t testing.TB) sandbox.Options
+	// image is the test image (repository at /testbed, committed), where
+	// the host pulls it from.
+	image func(t testing.TB) string
+	// state is the sandbox's labels (with a Pod's annotations: owner and
+	// deadline) and whether it runs; ok is false once it is gone.
+	state func(t testing.TB, id string) (labels map[string]string, running, ok bool)
+	// reapStale is the next start's reap: the sandboxes of dead owners.
+	reapStale func(t testing.TB) (int, error)
+}
+
+// sessionBackend is a host's backend as the tests open it.
+type sessionBackend interface {
+	sandbox.Backend
+	sandbox.SessionBackend
+}
+
+var sessionRunID = "session-test-" + sandbox.NewNonce()[:8]
+
+func sessionLimits() sandbox.Limits {
+	return sandbox.Limits{MemoryMB: 512, CPUs: 1, PidsLimit: 128, LogCap: 256 << 10}
+}
+
+var dockerHost = sessionHost{
+	name: "docker", user: "swetui", net: "lo\n", pids: true,
+	backend: func(t testing.TB, l sandbox.Limits) sessionBackend {
+		return &sandbox.Runner{Docker: sandbox.DockerForTest(t), RunID: sessionRunID, Limits: l}
+	},
+	pool:  func(t testing.TB) sandbox.Options { sandbox.DockerForTest(t); return sandbox.Options{} },
+	image: sandbox.PyImageForTest,
+	state: func(t testing.TB, id string) (map[string]string, bool, bool) {
+		c, err := sandbox.DockerForTest(t).ContainerInspect(context.Background(), id)
+		if cerrdefs.IsNotFound(err) {
+			return nil, false, false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Config.Labels, c.State.Running, true
+	},
+	reapStale: func(t testing.TB) (int, error) {
+		return sandbox.Reap(context.Background(), sandbox.DockerForTest(t))
+	},
+}
+
+var k8sHost = sessionHost{
+	name: "k8s", user: "1000", net: "eth0\nlo\n", pids: false,
+	backend: openCluster,
+	pool: func(t testing.TB) sandbox.Options {
+		c := testCluster(t)
+		return sandbox.Options{Hosts: []string{c.Host()}, Kubernetes: clusterConfig(c)}
+	},
+	image: func(t testing.TB) string {
+		testCluster(t)
+		return sandbox.PyImageForTest(t)
+	},
+	state: func(t testing.TB, id string) (map[string]string, bool, bool) {
+		c := testCluster(t)
+		pod, err := podClient(t).CoreV1().Pods(c.Namespace).Get(context.Background(), id, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, false, false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := map[string]string{}
+		for k, v := range pod.Labels {
+			l[k] = v
+		}
+		for k, v := range pod.Annotations {
+			l[k] = v
+		}
+		return l, pod.Status.Phase == "Running" && pod.DeletionTimestamp == nil, true
+	},
+	reapStale: func(t testing.TB) (int, error) {
+		return openCluster(t, sessionLimits()).Reap(context.Background(), sandbox.Reaping{})
+	},
+}
+
+var sessionHosts = []sessionHost{dockerHost, k8sHost}
+
+// forEachHost runs f on each kind of host, as subtests named after it.
+func forEachHost(t *testing.T, f func(t *testing.T, h sessionHost)) {
+	for _, h := range sessionHosts {
+		t.Run(h.name, func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("runs sandboxes")
+			}
+			f(t, h)
+		})
+	}
+}
+
+var (
+	pushOnce sync.Once
+	pushed   bool
+)
+
+// testCluster is the test cluster with the test image in its registry.
+func testCluster(t testing.TB) kubetest.Cluster {
+	t.Helper()
+	c := kubetest.Up(t)
+	pushOnce.Do(func() {
+		c.Push(t, sandbox.PyImageForTest(t))
+		pushed = true
+	})
+	if !pushed {
+		t.Fatal("the test image could not be pushed to the cluster's registry")
+	}
+	return c
+}
+
+// podClient reads the cluster as the runner identity (KUBECONFIG, which
+// kubetest.Up set).
+func podClient(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(),
+		&clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// openCluster opens the test cluster's namespace with limits l, for this
+// process's run.
+func openCluster(t testing.TB, l sandbox.Limits) sessionBackend {
+	c := testCluster(t)
+	b, err := kube.Open(context.Background(), c.Host(), sandbox.BackendConfig{RunID: sessionRunID, Limits: l, Kubernetes: clusterConfig(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.(*kube.Backend)
+}
+
+func clusterConfig(c kubetest.Cluster) config.Kubernetes {
+	return config.Kubernetes{Registry: c.Registry, ImagePullPolicy: "IfNotPresent"}
+}
+
+func sessionSpec(t testing.TB, h sessionHost) sandbox.Spec {
+	return sandbox.Spec{ID: "session-" + sandbox.NewNonce()[:8], InstanceID: "toy__calc-1", Image: h.image(t), Workdir: "/testbed",
+		User: h.user, Timeout: 10 * time.Minute}
+}
+
+// openSession opens a session on the test image's repository as the
+// non-root user, on h with limits l, closed when the test ends (and
+// checked gone).
+func openSession(t testing.TB, h sessionHost, l sandbox.Limits) (sandbox.Session, sessionBackend) {
+	t.Helper()
+	b := h.backend(t, l)
+	s, err := b.OpenSession(context.Background(), sessionSpec(t, h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		assertGone(t, h, s.ID())
+	})
+	return s, b
+}
+
+func assertGone(t testing.TB, h sessionHost, id string) {
+	t.Helper()
+	if _, _, ok := h.state(t, id); ok {
+		t.Errorf("sandbox %s still there after its close", id)
+	}
+}
+
+func sessionRun(t *testing.T, s sandbox.Session, cmd string, o sandbox.ExecOptions) sandbox.ExecResult {
+	t.Helper()
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	res, err := s.Exec(context.Background(), cmd, o)
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return res
+}
+
+// processes lists the command lines of every process in the session but
+// the listing shell's.
+func processes(t *testing.T, s sandbox.Session) []string {
+	t.Helper()
+	out := sessionRun(t, s, `for d in /proc/[0-9]*; do [ "${d#/proc/}" = $$ ] && continue; tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done`, sandbox.ExecOptions{}).Output
+	var ps []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			ps = append(ps, l)
+		}
+	}
+	return ps
+}
+
+// A session keeps its state from command to command, in its work tree, as
+// its user, confined as an evaluation is.
+func TestSessionExec(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, _ := openSession(t, h, sessionLimits())
+		for _, tt := range []struct {
+			cmd  string
+			code int
+			out  string
+		}{
+			{"pwd; id -un", 0, "/testbed\nswetui\n"},
+			{"echo first > note.txt && echo written", 0, "written\n"},
+			{"cat note.txt; exit 3", 3, "first\n"},
+			{"echo to stderr >&2", 0, "to stderr\n"},
+			{"ls /sys/class/net; grep -c . /proc/net/route", 0, h.net + "1\n"},
+			{"touch /usr/x 2>&1 | sed 's/^touch: //'", 0, "cannot touch '/usr/x': Read-only file system\n"},
+			{"no-such-command 2>/dev/null", 127, ""},
+		} {
+			res := sessionRun(t, s, tt.cmd, sandbox.ExecOptions{})
+			if res.ExitCode != tt.code || res.Output != tt.out || res.TimedOut || res.Bytes != int64(len(tt.out)) {
+				t.Errorf("%s: exit %d %q (%d bytes, timed out %v), want %d %q", tt.cmd, res.ExitCode, res.Output, res.Bytes, res.TimedOut, tt.code, tt.out)
+			}
+		}
+	})
+}
+
+// A command past its time is killed with everything it started: a
+// background job, one in a subshell, one in a new session (setsid); the
+// session goes on.
+func TestSessionTimeoutKillsEveryProcess(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, _ := openSession(t, h, sessionLimits())
+		before := processes(t, s)
+		start := time.Now()
+		res := sessionRun(t, s, "sleep 301 & (sleep 302 &); setsid sleep 303 & echo started; sleep 304", sandbox.ExecOptions{Timeout: time.Second})
+		if !res.TimedOut || res.ExitCode != sandbox.KilledStatus || res.Output != "started\n" {
+			t.Errorf("timed out %v, exit %d, %q: want killed at its timeout", res.TimedOut, res.ExitCode, res.Output)
+		}
+		if el := time.Since(start); el > 8*time.Second {
+			t.Errorf("a 1 s timeout returned after %s", el)
+		}
+		after := processes(t, s)
+		for _, p := range after {
+			if strings.HasPrefix(p, "sleep 30") {
+				t.Errorf("left running after the timeout: %q (all: %q)", p, after)
+			}
+		}
+		if len(after) != len(before) {
+			t.Errorf("processes before %q, after %q", before, after)
+		}
+		if res := sessionRun(t, s, "echo still here", sandbox.ExecOptions{}); res.Output != "still here\n" {
+			t.Errorf("after the timeout: %q", res.Output)
+		}
+	})
+}
+
+// A command that leaves a job running returns once its shell exits, not at
+// its timeout, though the job holds its output (the kubelet keeps a Pod's
+// exec stream open while it does); the job goes on.
+func TestSessionBackgroundJob(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, _ := openSession(t, h, sessionLimits())
+		start := time.Now()
+		res := sessionRun(t, s, "sleep 305 & echo started; exit 4", sandbox.ExecOptions{Timeout: 30 * time.Second})
+		if res.TimedOut || res.ExitCode != 4 || res.Output != "started\n" {
+			t.Errorf("timed out %v, exit %d, %q: want exit 4 once the shell is gone", res.TimedOut, res.ExitCode, res.Output)
+		}
+		if el := time.Since(start); el > 15*time.Second {
+			t.Errorf("a command that left a job returned after %s, its timeout 30 s", el)
+		}
+		if ps := processes(t, s); !strings.Contains(strings.Join(ps, "\n"), "sleep 305") {
+			t.Errorf("the job is gone: %q", ps)
+		}
+	})
+}
+
+// When the kill script cannot finish in its bound, the whole sandbox is
+// killed and the session lost, at once (here the bound is a nanosecond).
+func TestSessionKillBound(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, _ := openSession(t, h, sessionLimits())
+		old := sandbox.SetKillBoundForTest(time.Nanosecond)
+		defer sandbox.SetKillBoundForTest(old)
+		start := time.Now()
+		_, err := s.Exec(context.Background(), "sleep 600", sandbox.ExecOptions{Timeout: time.Second})
+		if !errors.Is(err, sandbox.ErrSessionLost) {
+			t.Errorf("a kill past its bound: %v, want the session lost", err)
+		}
+		if el := time.Since(start); el > 45*time.Second {
+			t.Errorf("a 1 s timeout returned after %s", el)
+		}
+		if _, running, _ := h.state(t, s.ID()); running {
+			t.Error("the sandbox still runs after its kill")
+		}
+		if _, err := s.Exec(context.Background(), "true", sandbox.ExecOptions{Timeout: 10 * time.Second}); !errors.Is(err, sandbox.ErrSessionLost) {
+			t.Errorf("a lost session ran a command: %v", err)
+		}
+	})
+}
+
+// Output is kept as its head and tail while it streams, however much there
+// is; all of it is counted.
+func TestSessionOutputCapped(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, _ := openSession(t, h, sessionLimits())
+		res := sessionRun(t, s, "echo BEGIN; head -c 20000000 /dev/zero | tr '\\0' a; echo; echo END", sandbox.ExecOptions{MaxOutput: 1000})
+		if res.Bytes != int64(20000000+len("BEGIN\n\nEND\n")) {
+			t.Errorf("%d bytes counted", res.Bytes)
+		}
+		if !strings.HasPrefix(res.Output, "BEGIN\naaa") || !strings.HasSuffix(res.Output, "aaa\nEND\n") || !strings.Contains(res.Output, "bytes not shown") || len(res.Output) > 1100 {
+			t.Errorf("kept %d bytes: %.80q ... %.80q", len(res.Output), res.Output, res.Output[max(0, len(res.Output)-80):])
+		}
+	})
+}
+
+// A fork bomb is held by the pids limit and ended by its timeout; the
+// session either goes on or is lost, and its sandbox goes at Close. The
+// command waits in a loop of builtins (a sleep would need a pid the bomb
+// holds, and the shell would end at once, leaving the bomb running). A
+// Pod's pids limit is its node's (podPidsLimit): where there is none the
+// case skips (held by memory alone, a bomb once took 8000 of the machine's
+// pids and minutes to die after its Pod was deleted).
+func TestSessionForkBomb(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		if !h.pids && !pidsLimited(t, h) {
+			t.Skip("the node sets no pids limit (podPidsLimit): a fork bomb would be bounded by the machine's pids alone")
+		}
+		s, _ := openSession(t, h, sessionLimits())
+		start := time.Now()
+		res, err := s.Exec(context.Background(), "bomb() { bomb | bomb & }; bomb; while :; do :; done", sandbox.ExecOptions{Timeout: 3 * time.Second})
+		t.Logf("fork bomb: exit %d timed out %v after %s, err %v", res.ExitCode, res.TimedOut, time.Since(start).Round(time.Millisecond), err)
+		if err != nil && !errors.Is(err, sandbox.ErrSessionLost) {
+			t.Fatalf("fork bomb: %v", err)
+		}
+		if el := time.Since(start); el > 30*time.Second {
+			t.Errorf("a 3 s timeout returned after %s", el)
+		}
+		if err == nil {
+			if !res.TimedOut {
+				t.Errorf("the bomb's command ended before its timeout: exit %d, %q", res.ExitCode, res.Output)
+			}
+			if ps := processes(t, s); len(ps) > 3 {
+				t.Errorf("%d processes left after the bomb's timeout: %q", len(ps), ps[:min(len(ps), 10)])
+			}
+		}
+	})
+}
+
+// pidsProbe starts 300 processes, or fails to where fewer are allowed.
+const pidsProbe = "i=0; while [ $i -lt 300 ]; do sleep 60 & i=$((i+1)); done; echo unlimited"
+
+// pidsLimited says whether a sandbox of h holds fewer than 300 processes,
+// in a session of its own: a Pod's pids limit is its node's
+// (podPidsLimit), which the container's own cgroup does not show.
+func pidsLimited(t *testing.T, h sessionHost) bool {
+	t.Helper()
+	s, err := h.backend(t, sessionLimits()).OpenSession(context.Background(), sessionSpec(t, h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	res, err := s.Exec(context.Background(), pidsProbe, sandbox.ExecOptions{Timeout: 30 * time.Second})
+	t.Logf("pids probe: exit %d %q %v", res.ExitCode, strings.TrimSpace(res.Output), err)
+	return err == nil && !strings.Contains(res.Output, "unlimited")
+}
+
+// What the agent writes is bounded by the disk limit.
+func TestSessionDiskBound(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		l := sessionLimits()
+		l.DiskMB = 32
+		s, _ := openSession(t, h, l)
+		res := sessionRun(t, s, "dd if=/dev/zero of=big bs=1M count=100 2>&1 | tail -n 3; ls -l big | awk '{print $5}'", sandbox.ExecOptions{})
+		if !strings.Contains(res.Output, "File too large") && !strings.Contains(res.Output, "File size limit exceeded") || !strings.Contains(res.Output, "33554432") {
+			t.Errorf("a 100 MB file under a 32 MB bound: %q", res.Output)
+		}
+	})
+}
+
+// The diff is swetui's: new files included, and whatever the agent makes of
+// its git (an external diff, a text conversion, hooks) does not change it.
+func TestSessionDiff(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, _ := openSession(t, h, sessionLimits())
+		sessionRun(t, s, `printf '\n\ndef sub(a, b):\n    return a - b\n' >> calc.py
+mkdir -p pkg && printf 'x = 1\n' > pkg/new.py
+git config diff.external /bin/false
+printf '*.py diff=fake\n' > .gitattributes && git config diff.fake.textconv 'echo forged'
+mkdir -p .git/hooks && printf '#!/bin/sh\necho hook ran >> /tmp/hook\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`, sandbox.ExecOptions{})
+		diff, err := s.Diff(context.Background(), "HEAD", 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"diff --git a/calc.py b/calc.py", "+def sub(a, b):", "diff --git a/pkg/new.py b/pkg/new.py", "new file mode", "+x = 1", "diff --git a/.gitattributes"} {
+			if !strings.Contains(diff, want) {
+				t.Errorf("the diff lacks %q:\n%s", want, diff)
+			}
+		}
+		if strings.Contains(diff, "forged") {
+			t.Errorf("the agent's text conversion ran:\n%s", diff)
+		}
+		if _, err := s.Diff(context.Background(), "HEAD", 10); err == nil || !strings.Contains(err.Error(), "over 10") {
+			t.Errorf("a diff over its bound: %v", err)
+		}
+	})
+}
+
+// A session's sandbox carries the pool's labels: a session whose owner is
+// gone is stale, and the reaper removes it.
+func TestSessionIsReaped(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, b := openSession(t, h, sessionLimits())
+		l, _, _ := h.state(t, s.ID())
+		if l[sandbox.LabelManaged] != "true" || l[sandbox.LabelRun] != sessionRunID || l[sandbox.LabelOwner] != sandbox.OwnerID() || l[sandbox.LabelDeadline] == "" {
+			t.Fatalf("labels %v", l)
+		}
+		dead := map[string]string{}
+		for k, v := range l {
+			dead[k] = v
+		}
+		host, _ := os.Hostname()
+		dead[sandbox.LabelOwner] = host + "/999999999/1" // no such process
+		if !sandbox.Stale(dead, true, time.Now()) {
+			t.Error("a session whose owner is gone is not stale")
+		}
+		if sandbox.Stale(l, true, time.Now()) {
+			t.Error("a live session is stale")
+		}
+		n, err := b.Reap(context.Background(), sandbox.Reaping{RunID: sessionRunID, Keep: func(id string) bool { return id != s.ID() }})
+		if err != nil || n != 1 {
+			t.Errorf("reaped %d (%v), want the session", n, err)
+		}
+		if _, err := s.Exec(context.Background(), "true", sandbox.ExecOptions{Timeout: 10 * time.Second}); err == nil {
+			t.Error("a reaped session still runs commands")
+		}
+	})
+}
+
+// BenchmarkSessionExec is one command's round trip on Docker: the exec
+// created, attached, run, its output read and its status taken (the
+// cluster's beside it: go test ./sandbox/kube -bench SessionExec).
+func BenchmarkSessionExec(b *testing.B) {
+	s, _ := openSession(b, dockerHost, sessionLimits())
+	ctx := context.Background()
+	for b.Loop() {
+		res, err := s.Exec(ctx, "echo ok", sandbox.ExecOptions{Timeout: 30 * time.Second})
+		if err != nil || res.Output != "ok\n" {
+			b.Fatalf("%q %v", res.Output, err)
+		}
+	}
+}
+
+// The pool opens sessions on its hosts with its limits and run id; a session
+// left open is removed by the pool's Close.
+func TestPoolSessions(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		ctx := context.Background()
+		o := h.pool(t)
+		o.Workers, o.Queue, o.Timeout, o.RunID = 1, 1, time.Minute, sessionRunID+"-pool"
+		o.Limits = sandbox.Limits{MemoryMB: 512, CPUs: 1, PidsLimit: 64, LogCap: 256 << 10}
+		p, err := sandbox.NewPool(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed, err := p.OpenSession(ctx, sessionSpec(t, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := p.State().Sessions; n != 1 {
+			t.Errorf("the pool counts %d sessions, want 1", n)
+		}
+		if l, _, _ := h.state(t, closed.ID()); l[sandbox.LabelRun] != o.RunID {
+			t.Errorf("the session's labels %v lack the pool's run", l)
+		}
+		if h.pids {
+			res, err := closed.Exec(ctx, "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max", sandbox.ExecOptions{Timeout: 10 * time.Second})
+			if err != nil || strings.TrimSpace(res.Output) != "64" {
+				t.Errorf("the pool's pids limit in the session: %q %v", res.Output, err)
+			}
+		}
+		if err := closed.Close(); err != nil {
+			t.Fatal(err)
+		}
+		assertGone(t, h, closed.ID())
+		if n := p.State().Sessions; n != 0 {
+			t.Errorf("the pool counts %d sessions after the close, want 0", n)
+		}
+		open, err := p.OpenSession(ctx, sessionSpec(t, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		assertGone(t, h, open.ID())
+		if _, err := p.OpenSession(ctx, sessionSpec(t, h)); !errors.Is(err, sandbox.ErrNoHost) {
+			t.Errorf("a closed pool opened a session: %v", err)
+		}
+	})
+}
+
+// TestSessionReapedAfterKill9: a process killed with -9 while a command of
+// its session runs leaves the session's sandbox; the next start's reap
+// removes it.
+func TestSessionReapedAfterKill9(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		h.image(t)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsSession$")
+		cmd.Env = append(os.Environ(), "SWETUI_HOLD_SESSION="+h.name)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "holding session "); ok {
+				id = rest
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // its command is running
+		cmd.Process.Kill()                 // SIGKILL: no cleanup of any kind runs
+		cmd.Wait()
+		if id == "" {
+			t.Fatal("the helper reported no session")
+		}
+		if _, running, _ := h.state(t, id); !running {
+			t.Fatal("the killed process's session is not running: the test proves nothing")
+		}
+		n, err := h.reapStale(t)
+		if err != nil || n < 1 {
+			t.Errorf("reaped %d (%v)", n, err)
+		}
+		assertGone(t, h, id)
+	})
+}
+
+// TestHelperHoldsSession is TestSessionReapedAfterKill9's child process.
+func TestHelperHoldsSession(t *testing.T) {
+	name := os.Getenv("SWETUI_HOLD_SESSION")
+	if name == "" {
+		t.Skip("helper process of TestSessionReapedAfterKill9")
+	}
+	for _, h := range sessionHosts {
+		if h.name != name {
+			continue
+		}
+		s, err := h.backend(t, sessionLimits()).OpenSession(context.Background(), sessionSpec(t, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("holding session %s\n", s.ID())
+		s.Exec(context.Background(), "sleep 600", sandbox.ExecOptions{Timeout: 10 * time.Minute})
+	}
+}

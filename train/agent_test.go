@@ -1,0 +1,159 @@
+package train
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
+	"github.com/swetui/swetui/task"
+)
+
+// recordingPolicy samples fixed replies (three tokens, the last its stop)
+// and records what Backward is given.
+type recordingPolicy struct {
+	mu      sync.Mutex
+	next    int
+	version int
+	seqs    []Sequence
+	cot     [][]float64
+}
+
+func (p *recordingPolicy) Sample(_ context.Context, _ []int, n int, _ SampleOptions) ([]Sample, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Sample, n)
+	for i := range out {
+		p.next++
+		out[i] = Sample{Tokens: []int{100 + p.next, 200 + p.next, 2}, Logprobs: []float64{-0.5, -0.25, -0.125}}
+	}
+	return out, nil
+}
+
+func (p *recordingPolicy) Logprobs(_ context.Context, seqs []Sequence) ([][]float64, error) {
+	out := make([][]float64, len(seqs))
+	for i, s := range seqs {
+		out[i] = make([]float64, len(s.Completion))
+	}
+	return out, nil
+}
+
+func (p *recordingPolicy) Backward(_ context.Context, seqs []Sequence, cot [][]float64) ([][]float64, float64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seqs, p.cot = append(p.seqs, seqs...), append(p.cot, cot...)
+	lp, _ := p.Logprobs(context.Background(), seqs)
+	return lp, 0, nil
+}
+
+func (p *recordingPolicy) Step() (float64, float64) { p.version++; return 1, 1e-3 }
+func (p *recordingPolicy) Version() int             { return p.version }
+
+// scriptedAgent plays each trajectory two turns, sampling through the
+// trainer and adding an observation of three tokens after each reply;
+// trajectory i ends and is graded as ends[i] and rewards[i].
+type scriptedAgent struct {
+	ends    []string
+	rewards []float64
+	played  []Rollout
+}
+
+func (a *scriptedAgent) Rollouts(ctx context.Context, inst *task.Instance, prompt []int, g int, phase string, sample TurnSampler) ([]Rollout, error) {
+	var out []Rollout
+	for i := range g {
+		r := Rollout{Tokens: slices.Clone(prompt), Sampled: make([]bool, len(prompt)), Logprobs: make([]float64, len(prompt)),
+			PromptLen: len(prompt), Finished: a.ends[i] == "submitted",
+			Agent: &event.Trajectory{End: a.ends[i], Turns: []event.Turn{
+				{Reply: "```bash\nls\n```", Command: "ls", Observation: "exit code 0\nsetup.py", ReplyTokens: 3, ObsTokens: 3},
+				{Reply: "SUBMIT", ReplyTokens: 3}}},
+			Verdict: event.Verdict{InstanceID: inst.InstanceID, Phase: phase, Reward: a.rewards[i], SyntaxOK: true}}
+		for turn := range 2 {
+			s, err := sample(ctx, r.Tokens, 16)
+			if err != nil {
+				return nil, err
+			}
+			r.Tokens = append(r.Tokens, s.Tokens...)
+			r.Logprobs = append(r.Logprobs, s.Logprobs...)
+			for range s.Tokens {
+				r.Sampled = append(r.Sampled, true)
+			}
+			if turn == 0 {
+				r.Tokens = append(r.Tokens, 7, 8, 9)
+				r.Logprobs = append(r.Logprobs, 0, 0, 0)
+				r.Sampled = append(r.Sampled, false, false, false)
+			}
+		}
+		out = append(out, r)
+	}
+	a.played = append(a.played, out...)
+	return out, nil
+}
+
+// A GRPO step in agent mode trains on each finished trajectory's tokens
+// exactly as played: the prompt and everything after it, the observation
+// tokens with a cotangent of 0; the unfinished one is left out; the end
+// reasons are the step's metrics.
+func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
+	cfg := testConfig(t, "rollout.mode=agent", "grpo.group_size=4", "grpo.prompts_per_step=1", "run.max_steps=1",
+		"grpo.dynamic_sampling=false", "grpo.loss_agg=token-mean")
+	pol := &recordingPolicy{}
+	ag := &scriptedAgent{ends: []string{"submitted", "submitted", "turn_limit", "submitted"}, rewards: []float64{1, 0, 1, 0.5}}
+	tr := New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Agent: ag, DockerOK: true})
+	evs := drain(tr)
+	if err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var m event.Metrics
+	var scored []event.CompletionScored
+	for _, ev := range <-evs {
+		switch ev := ev.(type) {
+		case event.StepFinished:
+			m = ev.Metrics
+		case event.CompletionScored:
+			scored = append(scored, ev)
+		}
+	}
+	// Each completion carries its trajectory's turns, to the console and to
+	// rollouts.jsonl; its text is not kept twice.
+	ix, err := history.Open(cfg.Run.OutDir)
+	if err != nil || len(scored) != 4 || len(ix.Entries) != 4 {
+		t.Fatalf("%d completions published, %d recorded (%v)", len(scored), len(ix.Entries), err)
+	}
+	for i, c := range scored {
+		if c.Agent != ag.played[i].Agent || c.Completion != "" {
+			t.Errorf("completion %d: trajectory %+v, text %q; want the played one's turns", i, c.Agent, c.Completion)
+		}
+		line, err := history.Read(cfg.Run.OutDir, ix.Entries[i])
+		if err != nil || !reflect.DeepEqual(line.Agent, ag.played[i].Agent) {
+			t.Errorf("rollouts.jsonl line %d: %+v (%v), want %+v", i, line.Agent, err, ag.played[i].Agent)
+		}
+	}
+	if len(pol.seqs) != 3 {
+		t.Fatalf("%d sequences trained, want the 3 finished trajectories", len(pol.seqs))
+	}
+	finished := []Rollout{ag.played[0], ag.played[1], ag.played[3]}
+	for i, s := range pol.seqs {
+		r := finished[i]
+		if got := append(slices.Clone(s.Prompt), s.Completion...); !slices.Equal(got, r.Tokens) {
+			t.Errorf("sequence %d: %v, want the trajectory %v", i, got, r.Tokens)
+		}
+		for j, c := range pol.cot[i] {
+			sampled := r.Sampled[r.PromptLen+j]
+			if !sampled && c != 0 {
+				t.Errorf("sequence %d token %d (an observation) has cotangent %v", i, j, c)
+			}
+			if sampled && c == 0 && i != 2 { // the 0.5 reward is the group's mean of the valid: advantage 0
+				t.Errorf("sequence %d token %d (sampled) has no cotangent", i, j)
+			}
+		}
+	}
+	if m.AgentSubmitted != 0.75 || m.AgentTurnLimit != 0.25 || m.AgentTurns != 2 {
+		t.Errorf("metrics: submitted %v turn limit %v turns %v", m.AgentSubmitted, m.AgentTurnLimit, m.AgentTurns)
+	}
+	if m.Tokens != 3*6 {
+		t.Errorf("%d loss tokens, want the 6 sampled of each of 3 trajectories", m.Tokens)
+	}
+}
