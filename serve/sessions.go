@@ -111,18 +111,19 @@ type SessionInfo struct {
 
 // liveSession is a session the server holds.
 type liveSession struct {
-	id       string
-	inst     *task.Instance
-	hash     string
-	owner    string // the token's digest
-	s        Session
-	opened   time.Time
-	mu       sync.Mutex // one request at a time
-	used     time.Time  // guarded by sessions.mu
-	commands int
-	last     string
-	lastExit int
-	closed   bool
+	id        string
+	inst      *task.Instance
+	hash      string
+	owner     string // the token's digest
+	s         Session
+	opened    time.Time
+	mu        sync.Mutex // one request at a time
+	used      time.Time  // guarded by sessions.mu
+	commands  int
+	last      string
+	lastExit  int
+	diffBytes int // the submitted diff's size
+	closed    bool
 }
 
 // sessions are the server's live sessions.
@@ -285,6 +286,7 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, ls *liveSes
 	s.live.mu.Lock()
 	ls.commands++
 	ls.last, ls.lastExit = clip(req.Command, 200), res.ExitCode
+	n := ls.commands
 	s.live.mu.Unlock()
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -294,6 +296,11 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, ls *liveSes
 		writeError(w, http.StatusGone, fmt.Sprintf("session %s is lost: %v", ls.id, err))
 		return
 	}
+	// The console's Containers pane follows the session as it follows a
+	// training trajectory (the console cleans what it draws).
+	s.publish(event.TurnPlayed{Session: ls.id, InstanceID: ls.inst.InstanceID, Turn: n, Command: req.Command,
+		ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: time.Duration(res.DurationS * float64(time.Second)),
+		Output: res.Output}.Bounded())
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -328,6 +335,7 @@ func (s *Server) submitSession(w http.ResponseWriter, r *http.Request, ls *liveS
 		s.message(event.Warn, fmt.Sprintf("session %s: no diff (%v): scored as an empty patch", ls.id, err))
 		diff = ""
 	}
+	ls.diffBytes = len(diff)
 	s.endSession(ls, "submitted")
 	release, err := s.queue.acquire(ctx)
 	if err != nil {
@@ -345,6 +353,7 @@ func (s *Server) submitSession(w http.ResponseWriter, r *http.Request, ls *liveS
 	s.m.observe(v)
 	step := int(s.seq.Add(1))
 	s.publish(event.StepStarted{Step: step, Phase: phase, Time: start})
+	s.publishEnd(ls, "submitted") // again: the step's start cleared the ended rows
 	shown := v
 	shown.Patch = clip(v.Patch, shownBytes)
 	s.publish(event.CompletionScored{Step: step, Completion: clip(diff, shownBytes), Verdict: shown, IssueText: clip(ls.inst.ProblemStatement, shownBytes)})
@@ -371,7 +380,17 @@ func (s *Server) endSession(ls *liveSession, why string) {
 	if ls.s != nil {
 		ls.s.Close()
 	}
+	s.publishEnd(ls, why)
 	s.message(event.Info, fmt.Sprintf("session %s %s after %d commands", ls.id, why, ls.commands))
+}
+
+// publishEnd tells the console that a session ended, and why (submitted:
+// its diff is graded, the verdict coming as the step's completion).
+func (s *Server) publishEnd(ls *liveSession, why string) {
+	s.live.mu.Lock()
+	n := ls.commands
+	s.live.mu.Unlock()
+	s.publish(event.TurnPlayed{Session: ls.id, InstanceID: ls.inst.InstanceID, Turn: n, End: why, DiffBytes: ls.diffBytes}.Bounded())
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {

@@ -20,17 +20,21 @@ const keptLive = 16
 type liveTrajectory struct {
 	event.TurnPlayed
 	touched int // liveSet's clock at its newest event
+	step    int // liveSet's steps at its newest event
 }
 
 // liveSet is the trajectories in flight by session, in the order first
 // seen. An ended one keeps its row, saying how it ended, until the next
-// step starts (clear): its diff is graded meanwhile, and the step's rows
-// read together until then. Clearing at each step also drops a
-// trajectory whose end the console missed (a console that is behind loses
-// turns); one still playing (an async group) comes back at its next turn.
+// step starts (stepStarted): its diff is graded meanwhile, and the step's
+// rows read together until then. One still playing keeps its row while it
+// plays (an async group; a serve session, whose server starts a step at
+// every other session's submit); one that played nothing in a whole step
+// goes, so a trajectory whose end the console missed (a console that is
+// behind loses turns) does not stay.
 type liveSet struct {
 	rows  []liveTrajectory
 	clock int
+	steps int
 }
 
 // played applies a turn or an end.
@@ -39,7 +43,7 @@ func (l *liveSet) played(t event.TurnPlayed) {
 	l.clock++
 	for i := range l.rows {
 		if l.rows[i].Session == t.Session {
-			l.rows[i] = liveTrajectory{t, l.clock}
+			l.rows[i] = liveTrajectory{t, l.clock, l.steps}
 			return
 		}
 	}
@@ -47,7 +51,7 @@ func (l *liveSet) played(t event.TurnPlayed) {
 		v := l.victim()
 		l.rows = slices.Delete(l.rows, v, v+1)
 	}
-	l.rows = append(l.rows, liveTrajectory{t, l.clock})
+	l.rows = append(l.rows, liveTrajectory{t, l.clock, l.steps})
 }
 
 // victim is the row that gives way to a new trajectory: the ended one seen
@@ -67,6 +71,13 @@ func (l *liveSet) victim() int {
 		}
 	}
 	return v
+}
+
+// stepStarted drops the ended rows and those that played nothing in the
+// step that ends.
+func (l *liveSet) stepStarted() {
+	l.rows = slices.DeleteFunc(l.rows, func(r liveTrajectory) bool { return r.End != "" || r.step < l.steps })
+	l.steps++
 }
 
 func (l *liveSet) clear() {

@@ -97,8 +97,9 @@ func TestGoldenLive(t *testing.T) {
 
 // The console follows each trajectory by its session: a turn replaces its
 // row, an ended one is drawn after those playing (the newest end first)
-// until the next step starts, and the set is bounded (an ended one gives way first, else the
-// one that played least recently).
+// until the next step starts, one playing stays while it plays in each
+// step, and the set is bounded (an ended one gives way first, else the one
+// that played least recently).
 func TestLiveTrajectories(t *testing.T) {
 	turn := func(s string, n int) event.Event {
 		return event.PlayedTurn(s, "mini__calc-1", n, event.Turn{Command: "ls", Observation: "exit code 0\na.py\n"}, false)
@@ -131,7 +132,10 @@ func TestLiveTrajectories(t *testing.T) {
 		{"an ended one is drawn after those playing", []event.Event{turn("a", 1), turn("b", 1), end("a", 1)}, []string{"b:1", "a:1:turn_limit"}},
 		{"the newest end first", []event.Event{turn("a", 1), turn("b", 1), turn("c", 1), end("a", 1), end("b", 1)},
 			[]string{"c:1", "b:1:turn_limit", "a:1:turn_limit"}},
-		{"the next step clears them", []event.Event{turn("a", 1), end("a", 1), turn("b", 3), event.StepStarted{Step: 2}}, nil},
+		{"the next step clears the ended ones", []event.Event{turn("a", 1), end("a", 1), turn("b", 3), event.StepStarted{Step: 2}}, []string{"b:3"}},
+		{"one that played in the step stays", []event.Event{event.StepStarted{Step: 1}, turn("a", 1), event.StepStarted{Step: 2},
+			turn("b", 1), event.StepStarted{Step: 3}}, []string{"b:1"}},
+		{"one that played nothing in a step goes", []event.Event{turn("a", 1), event.StepStarted{Step: 2}, event.StepStarted{Step: 3}}, nil},
 		{"a stopped run clears them", []event.Event{turn("a", 1), event.Stopped{Step: 1}}, nil},
 		{"a full set drops an ended one first", append(full(), end("s3", 1), turn("new", 1)), fullRows("s3", "new:1")},
 		{"else the one that played least recently", append(full(), turn("s0", 1), turn("new", 1)), append([]string{"s0:1"}, fullRows("s0", "new:1")[1:]...)},
@@ -155,7 +159,8 @@ func TestLiveTrajectories(t *testing.T) {
 	}
 }
 
-// Once the next step starts the pane is as it was before any turn, and a
+// Once the trajectory ended and the next step starts the pane is as it was
+// before any turn, and a
 // turn from a publisher that did not cut it holds no more than one cut.
 func TestLiveTrajectoriesLeaveNothing(t *testing.T) {
 	m := newTestModel(&fakeCtrl{}, 200, 50)
@@ -174,6 +179,7 @@ func TestLiveTrajectoriesLeaveNothing(t *testing.T) {
 	if m.View() == before {
 		t.Fatal("a trajectory in flight is not shown")
 	}
+	feed(m, event.TurnPlayed{Session: "a", InstanceID: "mini__calc-1", Turn: 2, End: "submitted"})
 	feed(m, event.StepStarted{Step: 2, Phase: "docker"})
 	if after := m.View(); after != before {
 		t.Errorf("after the step cleared its trajectories:\n%s\nwant\n%s", after, before)

@@ -330,7 +330,7 @@ func (s *state) apply(ev event.Event) {
 		}
 	case event.StepStarted:
 		s.step, s.inFlight = e.Step, true
-		s.live.clear() // the last step's trajectories have ended (liveSet)
+		s.live.stepStarted() // the last step's trajectories have ended (liveSet)
 		if e.Phase != "" {
 			s.phase = e.Phase
 		}
