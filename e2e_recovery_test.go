@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,15 +231,21 @@ func onceEach(t *testing.T, what string, vals []any, n int) {
 
 // TestInterruptSavesTheWarmStart: ctrl-c during the warm start saves it at
 // the step it reached (even with no periodic saves), and the next run
-// continues from there.
+// continues from there. A closed terminal (SIGHUP) stops it as ctrl-c does.
 func TestInterruptSavesTheWarmStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) { interruptWarmStart(t, sig) })
+	}
+}
+
+func interruptWarmStart(t *testing.T, sig os.Signal) {
 	dir := t.TempDir()
 	bin := buildBinary(t)
 	out := filepath.Join(dir, "run")
-	cfgPath := writeSmallConfig(t, dir, "sigint-"+strconv.Itoa(os.Getpid()), out, 0, true)
+	cfgPath := writeSmallConfig(t, dir, "sigint-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(int(sig.(syscall.Signal))), out, 0, true)
 	args := []string{"run", "--headless", "--config", cfgPath, "sft.save_every=0", "run.max_steps=1"}
 	cmd := exec.Command(bin, args...)
 	var stdout strings.Builder
@@ -255,9 +262,9 @@ func TestInterruptSavesTheWarmStart(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cmd.Process.Signal(os.Interrupt)
+	cmd.Process.Signal(sig)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("ctrl-c: %v\n%s", err, stdout.String())
+		t.Fatalf("%v: %v\n%s", sig, err, stdout.String())
 	}
 	reached := maxStep(t, metrics, "sft_step")
 	data, err := os.ReadFile(filepath.Join(out, "sft-partial", "state.json"))
@@ -270,6 +277,9 @@ func TestInterruptSavesTheWarmStart(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), fmt.Sprintf("warm start at step %d of 100", reached)) {
 		t.Errorf("the exit summary does not say where the warm start stands:\n%s", stdout.String())
+	}
+	if sig != os.Interrupt {
+		return // the restart is the same as after ctrl-c
 	}
 	again, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 var defaultConfig []byte
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	env := cli.Env{
 		Stdout:        os.Stdout,
 		Stderr:        os.Stderr,
@@ -31,4 +31,15 @@ func main() {
 	code := cli.Main(ctx, env, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// stopSignals stop a command as Ctrl-C does (its sandboxes removed, its
+// checkpoint kept): SIGINT, SIGTERM, and SIGHUP, the terminal or tmux
+// session closed, unless it was ignored from the start (nohup keeps it so).
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
