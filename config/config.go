@@ -64,7 +64,8 @@ type Agent struct {
 	ObservationTokens int `toml:"observation_tokens"`
 	// MaskUnfinished leaves trajectories that did not submit (turn limit,
 	// context full, timeouts, a lost sandbox) out of the loss instead of
-	// scoring their diff.
+	// giving them reward 0 (whatever their diff earns: only a submitted
+	// diff is the agent's answer).
 	MaskUnfinished bool `toml:"mask_unfinished"`
 	// SessionMinutes bounds a session's life, after which it is stale.
 	SessionMinutes int `toml:"session_minutes"`

@@ -157,3 +157,28 @@ func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
 		t.Errorf("%d loss tokens, want the 6 sampled of each of 3 trajectories", m.Tokens)
 	}
 }
+
+// An unfinished trajectory is left out of the loss (agent.mask_unfinished),
+// or else earns 0 whatever its diff earned: only a submitted diff is the
+// agent's answer, so that submitting pays.
+func TestUnfinishedTrajectoriesRewards(t *testing.T) {
+	for _, tt := range []struct {
+		mask        string
+		wantRewards []float64
+		wantValid   []bool
+	}{
+		{"true", []float64{1, 1, 0.5}, []bool{true, false, false}},
+		{"false", []float64{1, 0, 0.5}, []bool{true, true, false}},
+	} {
+		t.Run("mask_unfinished="+tt.mask, func(t *testing.T) {
+			cfg := testConfig(t, "rollout.mode=agent", "agent.mask_unfinished="+tt.mask)
+			tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Agent: &scriptedAgent{}, DockerOK: true})
+			gr := &group{agent: true, finished: []bool{true, false, true}, samples: make([]Sample, 3),
+				verdicts: []event.Verdict{{Reward: 1}, {Reward: 1}, {Reward: 0.5, Infra: true}}}
+			rewards, valid, _ := tr.shapedRewards(gr)
+			if !slices.Equal(rewards, tt.wantRewards) || !slices.Equal(valid, tt.wantValid) {
+				t.Errorf("rewards %v valid %v, want %v %v", rewards, valid, tt.wantRewards, tt.wantValid)
+			}
+		})
+	}
+}
