@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -317,47 +316,4 @@ func cutMiddle(s string, n int) string {
 	}
 	head, tail := s[:n/2], s[len(s)-n/2:]
 	return fmt.Sprintf("%s\n... [%d bytes not shown] ...\n%s", strings.ToValidUTF8(head, ""), len(s)-len(head)-len(tail), strings.ToValidUTF8(tail, ""))
-}
-
-// Text is the trajectory for reading (the console, rollouts.jsonl): each
-// turn's command, exit code and output as the policy saw it, then how it
-// ended and its diff.
-func (t Trajectory) Text() string {
-	var b strings.Builder
-	for i, turn := range t.Turns {
-		switch {
-		case turn.Command != "":
-			fmt.Fprintf(&b, "── turn %d · $ %s\n%s\n", i+1, firstLine(turn.Command), turn.Observation)
-		case i == len(t.Turns)-1 && t.End == EndSubmitted:
-			fmt.Fprintf(&b, "── turn %d · %s\n", i+1, prompt.SubmitWord)
-		default:
-			fmt.Fprintf(&b, "── turn %d · no command in the reply: %s\n%s\n", i+1, replyHead(turn.Reply), turn.Observation)
-		}
-	}
-	fmt.Fprintf(&b, "── %s after %d turns", t.End, len(t.Turns))
-	if t.Detail != "" {
-		fmt.Fprintf(&b, " (%s)", t.Detail)
-	}
-	b.WriteString("\n")
-	if t.Diff != "" {
-		b.WriteString("```diff\n" + t.Diff + "```\n")
-	}
-	return b.String()
-}
-
-func firstLine(s string) string {
-	line, rest, _ := strings.Cut(s, "\n")
-	if rest != "" {
-		line += " ..."
-	}
-	return line
-}
-
-// replyHead is a reply's start on one line, for reading.
-func replyHead(reply string) string {
-	r := strings.Join(strings.Fields(reply), " ")
-	if len(r) > 120 {
-		r = strings.ToValidUTF8(r[:120], "") + " ..."
-	}
-	return strconv.Quote(r)
 }

@@ -254,7 +254,11 @@ func TestExpertTrajectoriesResolve(t *testing.T) {
 		}
 		t.Logf("%s: %d turns, %s, resolved %v", in.InstanceID, len(tr.Turns), tr.End, vs[0].Resolved)
 		if tr.End != EndSubmitted || !vs[0].Resolved {
-			t.Errorf("%s: end %s, resolved %v:\n%s", in.InstanceID, tr.End, vs[0].Resolved, tr.Text())
+			rec := event.Trajectory{End: string(tr.End), Detail: tr.Detail}
+			for _, turn := range tr.Turns {
+				rec.Turns = append(rec.Turns, event.Turn(turn))
+			}
+			t.Errorf("%s: end %s, resolved %v:\n%s", in.InstanceID, tr.End, vs[0].Resolved, rec.Text())
 		}
 	}
 }
