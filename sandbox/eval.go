@@ -115,9 +115,13 @@ func (r *Runner) Create(ctx context.Context, spec Spec, d *Durations) (string, e
 	if err := CheckSpec(spec); err != nil {
 		return "", err
 	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("create container for %s: %w", spec.ID, err)
+	}
 	t0 := time.Now()
 	deadline := DeadlineOf(spec, time.Now())
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	caller := ctx
+	ctx, cancel := CreateContext(ctx, apiTimeout)
 	defer cancel()
 	cfg := &container.Config{
 		Image: spec.Image,
@@ -153,6 +157,9 @@ func (r *Runner) Create(ctx context.Context, spec Spec, d *Durations) (string, e
 				ErrImageMissing, spec.Image, r.endpoint(), err)
 		}
 		return "", fmt.Errorf("create container from %s on %s: %w", spec.Image, r.endpoint(), err)
+	}
+	if err := caller.Err(); err != nil {
+		return created.ID, fmt.Errorf("create container from %s on %s: %w", spec.Image, r.endpoint(), err)
 	}
 	files := SandboxFiles(spec)
 	// The daemon copies into a read-only root only through its volumes.

@@ -602,3 +602,40 @@ func TestHelperHoldsSession(t *testing.T) {
 		s.Exec(context.Background(), "sleep 600", sandbox.ExecOptions{Timeout: 10 * time.Minute})
 	}
 }
+
+// TestSessionOpenCancelled: a caller that gives up while its session is
+// being made (a run ending while its next group opens sessions) leaves no
+// sandbox behind, whenever it gives up: the create finishes and its
+// sandbox is removed. The pool is not closed before the count, since its
+// Close would remove the leftovers.
+func TestSessionOpenCancelled(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		o := h.pool(t)
+		o.Workers, o.Queue, o.Timeout, o.RunID = 1, 1, time.Minute, sessionRunID+"-cancel"
+		o.Limits = sessionLimits()
+		p, err := sandbox.NewPool(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(context.Background())
+		opened := 0
+		for i := range 12 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i*i)*5*time.Millisecond)
+			s, err := p.OpenSession(ctx, sessionSpec(t, h))
+			cancel()
+			if err == nil {
+				opened++
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("open %d: %v, want the caller's deadline", i, err)
+			}
+		}
+		time.Sleep(2 * time.Second) // a create the daemon finishes late
+		n, err := h.backend(t, sessionLimits()).Reap(context.Background(), sandbox.Reaping{RunID: o.RunID})
+		if err != nil || n != 0 {
+			t.Errorf("%d sandboxes left by cancelled opens (%d opened), %v", n, opened, err)
+		}
+	})
+}

@@ -43,18 +43,24 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec, d *sandbox.Dura
 	if err := sandbox.CheckSpec(spec); err != nil {
 		return "", err
 	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("create pod for %s: %w", spec.ID, err)
+	}
 	t0 := time.Now()
 	pod, err := b.podFor(spec, time.Now())
 	if err != nil {
 		return "", err
 	}
-	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	cctx, cancel := sandbox.CreateContext(ctx, apiTimeout)
 	made, err := b.cs.CoreV1().Pods(b.namespace).Create(cctx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
 		return "", fmt.Errorf("create pod for %s in %s: %w", spec.InstanceID, b.endpoint, err)
 	}
 	id := made.Name
+	if err := ctx.Err(); err != nil {
+		return id, fmt.Errorf("create pod for %s in %s: %w", spec.InstanceID, b.endpoint, err)
+	}
 	if err := b.waitRunning(ctx, id, spec); err != nil {
 		return id, err
 	}
