@@ -262,3 +262,65 @@ func TestExpertTrajectoriesResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyFixIsLenient: the expert's way to apply a patch takes one that
+// `git apply` refuses but the harness would apply (a context line off, as
+// the policy writes them), and leaves neither rejects nor backups in the
+// diff, which then resolves the task.
+func TestApplyFixIsLenient(t *testing.T) {
+	insts, pool, sc := dockerWorld(t)
+	in := insts[0]
+	ctx := context.Background()
+	off := offContext(in.Patch)
+	if off == in.Patch {
+		t.Fatalf("%s: the gold patch has no context line to put off:\n%s", in.InstanceID, in.Patch)
+	}
+	s, err := OpenTask(ctx, pool, &in, "", 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run := func(cmd string) sandbox.ExecResult {
+		t.Helper()
+		res, err := s.Exec(ctx, cmd, sandbox.ExecOptions{Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := run(heredoc("/tmp/fix.patch", off) + "\ngit apply --check /tmp/fix.patch"); res.ExitCode == 0 {
+		t.Fatalf("git apply takes the patch with a context line off; the test shows nothing:\n%s", off)
+	}
+	if res := run(ApplyFix); res.ExitCode != 0 || !strings.Contains(res.Output, "1 file changed") {
+		t.Fatalf("ApplyFix: exit %d: %s", res.ExitCode, res.Output)
+	}
+	diff, err := s.Diff(ctx, in.BaseCommit, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files := task.Paths(task.PatchFiles(diff)); len(files) != 1 {
+		t.Errorf("the diff changes %q, want the fixed file alone:\n%s", files, diff)
+	}
+	vs, err := sc.ScoreDiffs(ctx, &in, []string{diff}, config.PhaseDocker)
+	if err != nil || !vs[0].Resolved {
+		t.Errorf("the leniently applied fix does not resolve %s (%v): %+v", in.InstanceID, err, vs)
+	}
+}
+
+// offContext is patch with the first context line of its first hunk
+// changed, so that it no longer matches the file exactly.
+func offContext(patch string) string {
+	lines := strings.SplitAfter(patch, "\n")
+	inHunk := false
+	for i, l := range lines {
+		if strings.HasPrefix(l, "@@") {
+			inHunk = true
+			continue
+		}
+		if inHunk && strings.HasPrefix(l, " ") && strings.TrimSpace(l) != "" {
+			lines[i] = " # off" + l[1:]
+			return strings.Join(lines, "")
+		}
+	}
+	return patch
+}

@@ -340,7 +340,7 @@ func TestAgentRolloutsKeepTheirTurns(t *testing.T) {
 		t.Errorf("the expert's commands %q, want %q", gotCmds, wantCmds)
 	}
 	for _, turn := range sub.Turns {
-		if strings.Contains(turn.Command, "git apply") && (turn.ExitCode != 0 || turn.OutputBytes == 0) {
+		if strings.Contains(turn.Command, agent.ApplyFix) && (turn.ExitCode != 0 || turn.OutputBytes == 0) {
 			t.Errorf("the fix: exit %d, %d bytes: %q", turn.ExitCode, turn.OutputBytes, turn.Observation)
 		}
 	}
@@ -368,7 +368,7 @@ func TestAgentRolloutsKeepTheirTurns(t *testing.T) {
 		{"end=unfinished", []int{li}},
 		{"end=turn_limit turns>=10", []int{li}},
 		{fmt.Sprintf("turns<=%d", len(sub.Turns)), []int{si}},
-		{`cmd="git apply"`, []int{si}},
+		{`cmd="patch -p1"`, []int{si}},
 		{"cmd=no/such/file", []int{li}},
 		{"cmd=GIT", []int{0, 1}},
 		{`text="no/such/file.py: No such file"`, []int{li}},
