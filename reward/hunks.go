@@ -208,13 +208,18 @@ func sameUpToWhitespace(a, b []string) bool {
 	return true
 }
 
-// noopFiles reports a patch that changes nothing: it has text hunks, no
-// other sections (binary, mode, rename), and every hunk's new lines equal
-// its old ones up to trailing whitespace and blank lines (a removed line
-// re-added as it was, a trailing space, an empty line).
+// noopFiles reports a patch that changes nothing: it has text hunks or
+// empty new files, no other sections (binary, mode, rename), and every
+// hunk's new lines equal its old ones up to trailing whitespace and blank
+// lines (a removed line re-added as it was, a trailing space, an empty
+// line).
 func noopFiles(files []FileDiff) bool {
 	n := 0
 	for _, f := range files {
+		if f.IsNew && len(f.hunks) == 0 && !f.IsBinary && !f.symlink {
+			n++ // an agent's stray `> name`: a policy learned to earn the apply bonus so
+			continue
+		}
 		if len(f.hunks) == 0 || f.IsBinary || f.IsRename || f.IsCopy || f.IsDelete || f.ModeOnly {
 			return false
 		}

@@ -97,6 +97,8 @@ func TestNoopDiff(t *testing.T) {
 		{"space inside a line is a change", hdr + "@@ -5 +5 @@\n-mod line 5\n+mod  line 5\n", false},
 		{"lines swapped", hdr + "@@ -5,2 +5,2 @@\n-mod line 5\n mod line 6\n+mod line 5\n", false},
 		{"new file", applyCases[2].diff, false},
+		{"empty new file", "diff --git a/stray b/stray\nnew file mode 100644\nindex 0000000..e69de29\n", true},
+		{"empty new file beside a change", "diff --git a/stray b/stray\nnew file mode 100644\nindex 0000000..e69de29\n" + applyCases[0].diff, false},
 		{"delete", applyCases[3].diff, false},
 		{"rename", applyCases[4].diff, false},
 		{"not a diff", "hello\n", false},

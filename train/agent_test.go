@@ -94,10 +94,10 @@ func (a *scriptedAgent) Rollouts(ctx context.Context, inst *task.Instance, promp
 
 // A GRPO step in agent mode trains on each finished trajectory's tokens
 // exactly as played: the prompt and everything after it, the observation
-// tokens with a cotangent of 0; the unfinished one is left out; the end
-// reasons are the step's metrics.
+// tokens with a cotangent of 0; the unfinished one is left out
+// (agent.mask_unfinished=true); the end reasons are the step's metrics.
 func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
-	cfg := testConfig(t, "rollout.mode=agent", "grpo.group_size=4", "grpo.prompts_per_step=1", "run.max_steps=1",
+	cfg := testConfig(t, "rollout.mode=agent", "agent.mask_unfinished=true", "grpo.group_size=4", "grpo.prompts_per_step=1", "run.max_steps=1",
 		"grpo.dynamic_sampling=false", "grpo.loss_agg=token-mean")
 	pol := &recordingPolicy{}
 	ag := &scriptedAgent{ends: []string{"submitted", "submitted", "turn_limit", "submitted"}, rewards: []float64{1, 0, 1, 0.5}}
