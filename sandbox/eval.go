@@ -121,7 +121,7 @@ func (r *Runner) Create(ctx context.Context, spec Spec, d *Durations) (string, e
 	t0 := time.Now()
 	deadline := DeadlineOf(spec, time.Now())
 	caller := ctx
-	ctx, cancel := CreateContext(ctx, apiTimeout)
+	ctx, cancel := UntilLost(ctx, apiTimeout)
 	defer cancel()
 	cfg := &container.Config{
 		Image: spec.Image,
@@ -273,10 +273,12 @@ func (p dockerProcs) Kill(ctx context.Context) error {
 	return nil
 }
 
-// untilLost bounds a call that outlives the caller's cancellation (the
-// container is killed, then its status read) but not the loss of its host,
-// over which it would wait for the whole bound.
-func untilLost(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+// UntilLost bounds a call that outlives the caller's cancellation but not
+// the loss of its host, over which it would wait for the whole bound: a
+// kill and the status read after it, and a create, which returns the id of
+// what it made for removal (a daemon finishes a create whose client left,
+// leaving a sandbox no one knows of; a lost host's are the reaper's).
+func UntilLost(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	stop := context.AfterFunc(ctx, func() {
 		if hostLost(ctx) != nil {
@@ -291,11 +293,11 @@ func untilLost(ctx context.Context, d time.Duration) (context.Context, context.C
 // when the process does (or the container is killed); output that processes
 // it left behind still write gets a moment, then the stream is closed.
 func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, out io.Writer) (int, error) {
-	apiCtx, cancel := untilLost(ctx, apiTimeout)
+	apiCtx, cancel := UntilLost(ctx, apiTimeout)
 	defer cancel()
 	// Each status call gets its own bound: the process may run far longer.
 	inspect := func(id string) (container.ExecInspect, error) {
-		ictx, cancel := untilLost(ctx, apiTimeout)
+		ictx, cancel := UntilLost(ctx, apiTimeout)
 		defer cancel()
 		return r.Docker.ContainerExecInspect(ictx, id)
 	}

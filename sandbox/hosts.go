@@ -412,18 +412,3 @@ func (p *Pool) takeOut(h *host, cause error) {
 			Text: fmt.Sprintf("%s is down (%v); its evaluations go to the other hosts, and it is tried again in %s", name, cause, p.opts.HostRetry)})
 	}
 }
-
-// CreateContext is the context of a call that makes a sandbox: bounded by
-// d, and not ended when the caller gives up, so the call returns the id
-// of what it made for removal (a daemon finishes a create whose client
-// left, leaving a container no one knows of). Only the loss of the host
-// ends it early: its sandboxes are the reaper's when it is back.
-func CreateContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
-	stop := context.AfterFunc(ctx, func() {
-		if hostLost(ctx) != nil {
-			cancel()
-		}
-	})
-	return c, func() { stop(); cancel() }
-}

@@ -51,7 +51,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec, d *sandbox.Dura
 	if err != nil {
 		return "", err
 	}
-	cctx, cancel := sandbox.CreateContext(ctx, apiTimeout)
+	cctx, cancel := sandbox.UntilLost(ctx, apiTimeout)
 	made, err := b.cs.CoreV1().Pods(b.namespace).Create(cctx, pod, metav1.CreateOptions{})
 	cancel()
 	if err != nil {
