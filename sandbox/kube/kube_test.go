@@ -1,6 +1,9 @@
 package kube
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +221,39 @@ func TestFit(t *testing.T) {
 	for _, tt := range tests {
 		if got := Fit(tt.quotas, tt.nodes, cpu, mem); got != tt.want {
 			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// lateContext is a context in the instant after its deadline, before its
+// timer has fired: what client-go's rate limiter sees when it refuses.
+type lateContext struct{ context.Context }
+
+func (lateContext) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+func TestCallerGaveUp(t *testing.T) {
+	limiter := errors.New("client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline")
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		err      error
+		deadline bool
+		canceled bool
+	}{
+		{"caller waits on", context.Background(), limiter, false, false},
+		{"deadline passed, not yet signalled", lateContext{context.Background()}, limiter, true, false},
+		{"caller cancelled", cancelled, limiter, false, true},
+		{"already the caller's", lateContext{context.Background()}, fmt.Errorf("x: %w", context.DeadlineExceeded), true, false},
+	}
+	for _, tt := range tests {
+		got := callerGaveUp(tt.ctx, tt.err)
+		if !errors.Is(got, tt.err) {
+			t.Errorf("%s: %v lost %v", tt.name, got, tt.err)
+		}
+		if errors.Is(got, context.DeadlineExceeded) != tt.deadline || errors.Is(got, context.Canceled) != tt.canceled {
+			t.Errorf("%s: %v, want deadline %v, cancelled %v", tt.name, got, tt.deadline, tt.canceled)
 		}
 	}
 }

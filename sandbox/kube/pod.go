@@ -62,13 +62,31 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec, d *sandbox.Dura
 		return id, fmt.Errorf("create pod for %s in %s: %w", spec.InstanceID, b.endpoint, err)
 	}
 	if err := b.waitRunning(ctx, id, spec); err != nil {
-		return id, err
+		return id, callerGaveUp(ctx, err)
 	}
 	if err := b.copyIn(ctx, id, spec); err != nil {
-		return id, err
+		return id, callerGaveUp(ctx, err)
 	}
 	d.Create = time.Since(t0)
 	return id, nil
+}
+
+// callerGaveUp is err, marked with the caller's deadline or cancellation
+// when that is what ended it, so the caller tells its own giving up from a
+// failing cluster. client-go's rate limiter refuses a request in the
+// instant after the deadline, before ctx says so, with an error of its own.
+func callerGaveUp(ctx context.Context, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	cause := context.Cause(ctx)
+	if d, ok := ctx.Deadline(); cause == nil && ok && !time.Now().Before(d) {
+		cause = context.DeadlineExceeded
+	}
+	if cause == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, cause)
 }
 
 // podFor is the Pod of spec.
