@@ -43,8 +43,8 @@ type Limits struct {
 // End says what ended a trajectory.
 type End string
 
-// What ends a trajectory. Only EndSubmitted is finished: the others earn
-// reward 0, or are masked out of the loss (agent.mask_unfinished).
+// What ends a trajectory. Only EndSubmitted is finished; what the others
+// earn in training is agent.unfinished's.
 const (
 	EndSubmitted     End = "submitted"
 	EndTurnLimit     End = "turn_limit"

@@ -46,6 +46,13 @@ const (
 	RolloutAgent  = "agent"
 )
 
+// What an unfinished trajectory earns (agent.unfinished).
+const (
+	UnfinishedGraded = "graded"
+	UnfinishedZero   = "zero"
+	UnfinishedMask   = "mask"
+)
+
 // Agent bounds agent mode's trajectories.
 type Agent struct {
 	// Context is a trajectory's tokens at most, prompt included: in agent
@@ -62,15 +69,16 @@ type Agent struct {
 	// at most ObservationTokens once tokenized.
 	ObservationChars  int `toml:"observation_chars"`
 	ObservationTokens int `toml:"observation_tokens"`
-	// MaskUnfinished leaves trajectories that did not submit (turn limit,
-	// context full, timeouts) out of the loss instead of giving them
-	// reward 0 (whatever their diff earns: only a submitted diff is the
-	// agent's answer). Off by default: masked, a wrong submit is pushed
-	// down and wandering is not, and the policy stops submitting (measured
-	// on the embedded suite: held-out resolved 7.3% -> 3.0% in 30 minutes,
-	// against 7.8% -> 6.9% with reward 0; docs/agent.md). A lost sandbox
-	// is masked either way.
-	MaskUnfinished bool `toml:"mask_unfinished"`
+	// Unfinished is what a trajectory that did not submit (turn limit,
+	// context full, timeouts) earns: UnfinishedGraded, what its diff earns,
+	// as swetui eval and SWE-bench grade it (the work tree is the answer
+	// whatever ended it); UnfinishedZero, nothing, so that submitting pays;
+	// UnfinishedMask, left out of the loss. A lost sandbox is masked
+	// whatever this says. Zero by default: masked, the policy stops
+	// submitting (held-out resolved 7.3% -> 3.0% in 30 minutes); graded, it
+	// stops too and its diffs apply more but resolve no more (64% applied,
+	// 7.3% resolved, against 16% and 7.8% before); docs/agent.md.
+	Unfinished string `toml:"unfinished"`
 	// SessionMinutes bounds a session's life, after which it is stale.
 	SessionMinutes int `toml:"session_minutes"`
 }
@@ -482,7 +490,7 @@ func Default() Config {
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
 		Rollout:  Rollout{Mode: RolloutSingle},
 		Agent: Agent{Context: 4096, Turns: 30, EvalTurns: 50, CommandTimeoutS: 60, TimeoutBudget: 5, ObservationChars: 10000, ObservationTokens: 2048,
-			MaskUnfinished: false, SessionMinutes: 120},
+			Unfinished: UnfinishedZero, SessionMinutes: 120},
 		Serve: Serve{Addr: "127.0.0.1:8765", Queue: 64, MaxPatches: 64, MaxBodyKB: 16384, RequestTimeoutS: 1800,
 			DrainS: 30, CacheEntries: 4096, CacheMB: 64, InflightMB: 256, BodyTimeoutS: 60, InlineInstances: true,
 			MaxSessions: 8, SessionsPerToken: 8, SessionIdleS: 600, ExecTimeoutS: 120, ExecOutputKB: 64},

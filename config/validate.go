@@ -248,6 +248,7 @@ func Validate(cfg Config) error {
 	positive("agent.observation_chars", ag.ObservationChars)
 	positive("agent.observation_tokens", ag.ObservationTokens)
 	positive("agent.session_minutes", ag.SessionMinutes)
+	oneOf("agent.unfinished", ag.Unfinished, UnfinishedGraded, UnfinishedZero, UnfinishedMask)
 
 	sv := cfg.Serve
 	_, _, addrErr := net.SplitHostPort(sv.Addr)

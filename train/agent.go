@@ -96,12 +96,12 @@ func (t *Trainer) sampleTurn(ctx context.Context, context []int, opts SampleOpti
 
 // trainable reports whether completion i of gr may train: not an
 // infrastructure failure, and in agent mode finished unless
-// agent.mask_unfinished is off.
+// agent.unfinished says otherwise.
 func (t *Trainer) trainable(gr *group, i int) bool {
 	if gr.verdicts[i].Infra {
 		return false
 	}
-	return !gr.agent || gr.finished[i] || !t.cfg.Agent.MaskUnfinished
+	return !gr.agent || gr.finished[i] || t.cfg.Agent.Unfinished != config.UnfinishedMask
 }
 
 // agentMetrics are the shares of what ended the step's trajectories and

@@ -95,9 +95,9 @@ func (a *scriptedAgent) Rollouts(ctx context.Context, inst *task.Instance, promp
 // A GRPO step in agent mode trains on each finished trajectory's tokens
 // exactly as played: the prompt and everything after it, the observation
 // tokens with a cotangent of 0; the unfinished one is left out
-// (agent.mask_unfinished=true); the end reasons are the step's metrics.
+// (agent.unfinished=mask); the end reasons are the step's metrics.
 func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
-	cfg := testConfig(t, "rollout.mode=agent", "agent.mask_unfinished=true", "grpo.group_size=4", "grpo.prompts_per_step=1", "run.max_steps=1",
+	cfg := testConfig(t, "rollout.mode=agent", "agent.unfinished=mask", "grpo.group_size=4", "grpo.prompts_per_step=1", "run.max_steps=1",
 		"grpo.dynamic_sampling=false", "grpo.loss_agg=token-mean")
 	pol := &recordingPolicy{}
 	ag := &scriptedAgent{ends: []string{"submitted", "submitted", "turn_limit", "submitted"}, rewards: []float64{1, 0, 1, 0.5}}
@@ -158,23 +158,24 @@ func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
 	}
 }
 
-// An unfinished trajectory is left out of the loss (agent.mask_unfinished),
-// or else earns 0 whatever its diff earned: only a submitted diff is the
-// agent's answer, so that submitting pays.
+// An unfinished trajectory earns what its diff earns (agent.unfinished =
+// graded), nothing (zero), or is left out of the loss (mask); an
+// infrastructure failure is masked whatever the setting.
 func TestUnfinishedTrajectoriesRewards(t *testing.T) {
 	for _, tt := range []struct {
-		mask        string
+		unfinished  string
 		wantRewards []float64
 		wantValid   []bool
 	}{
-		{"true", []float64{1, 1, 0.5}, []bool{true, false, false}},
-		{"false", []float64{1, 0, 0.5}, []bool{true, true, false}},
+		{"graded", []float64{1, 0.7, 0.5}, []bool{true, true, false}},
+		{"zero", []float64{1, 0, 0.5}, []bool{true, true, false}},
+		{"mask", []float64{1, 0.7, 0.5}, []bool{true, false, false}},
 	} {
-		t.Run("mask_unfinished="+tt.mask, func(t *testing.T) {
-			cfg := testConfig(t, "rollout.mode=agent", "agent.mask_unfinished="+tt.mask)
+		t.Run(tt.unfinished, func(t *testing.T) {
+			cfg := testConfig(t, "rollout.mode=agent", "agent.unfinished="+tt.unfinished)
 			tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Agent: &scriptedAgent{}, DockerOK: true})
 			gr := &group{agent: true, finished: []bool{true, false, true}, samples: make([]Sample, 3),
-				verdicts: []event.Verdict{{Reward: 1}, {Reward: 1}, {Reward: 0.5, Infra: true}}}
+				verdicts: []event.Verdict{{Reward: 1}, {Reward: 0.7}, {Reward: 0.5, Infra: true}}}
 			rewards, valid, _ := tr.shapedRewards(gr)
 			if !slices.Equal(rewards, tt.wantRewards) || !slices.Equal(valid, tt.wantValid) {
 				t.Errorf("rewards %v valid %v, want %v %v", rewards, valid, tt.wantRewards, tt.wantValid)

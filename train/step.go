@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
 )
@@ -162,8 +163,8 @@ func (t *Trainer) advantages(groups []*group) event.Metrics {
 // from: the scorer's plus DAPO's overlong term (L_max is
 // sample.max_new_tokens, L_cache grpo.overlong_buffer), which it also
 // returns alone; valid is false for infrastructure failures and, in agent
-// mode, for unfinished trajectories (agent.mask_unfinished), which
-// otherwise earn 0.
+// mode, for unfinished trajectories when agent.unfinished masks them
+// (with "zero" they earn 0, with "graded" what their diffs earn).
 func (t *Trainer) shapedRewards(gr *group) (rewards []float64, valid []bool, overlong []float64) {
 	g := t.cfg.GRPO
 	n := len(gr.verdicts)
@@ -174,8 +175,8 @@ func (t *Trainer) shapedRewards(gr *group) (rewards []float64, valid []bool, ove
 			overlong[i] = g.OverlongPenalty * SoftOverlongPunishment(len(s.Tokens), s.Truncated, t.cfg.Sample.MaxNewTokens, g.OverlongBuffer)
 		}
 		rewards[i], valid[i] = v.Reward+overlong[i], t.trainable(gr, i)
-		if gr.agent && !gr.finished[i] && !t.cfg.Agent.MaskUnfinished {
-			rewards[i] = 0 // unmasked, an unfinished trajectory earns nothing, so that submitting pays
+		if gr.agent && !gr.finished[i] && t.cfg.Agent.Unfinished == config.UnfinishedZero {
+			rewards[i] = 0 // so that submitting pays
 		}
 	}
 	return rewards, valid, overlong
