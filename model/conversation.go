@@ -2,9 +2,7 @@ package model
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"math/rand/v2"
 
 	"github.com/swetui/swetui/internal/sgemm"
 )
@@ -36,10 +34,16 @@ const convChunk = 128
 // NewConversation makes an empty conversation over m's current weights,
 // with room for the model's context.
 func (m *Model) NewConversation() *Conversation {
+	return m.newConversation(m.packedDecoder(convChunk))
+}
+
+// newConversation makes an empty conversation whose passes run on d (its
+// packed weights, its scratch of convChunk rows).
+func (m *Model) newConversation(d *decoder) *Conversation {
 	c := m.Cfg
 	hd := c.HeadDim
 	kvd := c.KVHeads * hd
-	cv := &Conversation{m: m, d: m.packedDecoder(convChunk), cap: c.Context, smp: newSampler(c.VocabSize)}
+	cv := &Conversation{m: m, d: d, cap: c.Context, smp: newSampler(c.VocabSize)}
 	cv.d.xs, cv.d.logits = make([]float32, c.DModel), make([]float32, c.VocabSize)
 	for range m.layers {
 		cv.kc = append(cv.kc, make([]float32, kvd*cv.cap))
@@ -61,37 +65,11 @@ func (cv *Conversation) Cached() int { return len(cv.toks) }
 // next turn's context (this one, the completion and what follows) adds only
 // its own tokens.
 func (cv *Conversation) Sample(ctx context.Context, context []int, o SampleOptions) (Completion, error) {
-	m := cv.m
-	if len(context) == 0 || len(context) >= m.Cfg.Context {
-		return Completion{}, fmt.Errorf("model.Conversation: context of %d tokens must be in [1, %d)", len(context), m.Cfg.Context)
-	}
-	for _, t := range context {
-		if t < 0 || t >= m.Cfg.VocabSize {
-			return Completion{}, fmt.Errorf("model.Conversation: token %d outside vocab %d", t, m.Cfg.VocabSize)
-		}
-	}
-	if o.Rand == nil {
-		o.Rand = rand.New(rand.NewPCG(1, 1))
-	}
-	maxNew := o.MaxNewTokens
-	if maxNew <= 0 || len(context)+maxNew > m.Cfg.Context {
-		maxNew = m.Cfg.Context - len(context)
-	}
-	stop := map[int]bool{}
-	for _, t := range o.Stop {
-		stop[t] = true
-	}
-	// Keep the cache as far as it agrees with context, and at least the
-	// last token to compute: its logits are the first draw's.
-	k := 0
-	for k < len(cv.toks) && k < len(context)-1 && cv.toks[k] == context[k] {
-		k++
-	}
-	cv.toks = cv.toks[:k]
-	logits, err := cv.extend(ctx, context[k:])
+	logits, err := cv.begin(ctx, context)
 	if err != nil {
 		return Completion{}, err
 	}
+	maxNew, stop := o.limits(cv.m.Cfg.Context, len(context))
 	out := Completion{Tokens: make([]int, 0, maxNew), Logprobs: make([]float32, 0, maxNew)}
 	for {
 		tok, lp := cv.smp.draw(logits, o)
@@ -108,6 +86,21 @@ func (cv *Conversation) Sample(ctx context.Context, context []int, o SampleOptio
 			return Completion{}, err
 		}
 	}
+}
+
+// begin brings the cache to context but its last token, which it computes
+// too, and returns that token's logits: the first draw's. The cache is kept
+// as far as it agrees with context.
+func (cv *Conversation) begin(ctx context.Context, context []int) ([]float32, error) {
+	if err := cv.m.checkContext("model.Conversation: context", context); err != nil {
+		return nil, err
+	}
+	k := 0
+	for k < len(cv.toks) && k < len(context)-1 && cv.toks[k] == context[k] {
+		k++
+	}
+	cv.toks = cv.toks[:k]
+	return cv.extend(ctx, context[k:])
 }
 
 // extend computes toks after the cached tokens, caching their keys and
@@ -147,7 +140,7 @@ func (cv *Conversation) chunk(toks []int) {
 	}
 	Q := R * group // query rows per kv head
 	for li := range m.layers {
-		d.project(m, li, R, start, false)
+		d.project(m, li, R, func(r int) int { return start + r })
 		kc, vc := cv.kc[li], cv.vc[li]
 		for r := 0; r < R; r++ {
 			row := d.fused[r*d.qkvw : (r+1)*d.qkvw]

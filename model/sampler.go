@@ -107,10 +107,19 @@ func (m *Model) packedDecoder(R int) *decoder {
 		d.qkvBias = append(d.qkvBias, b)
 	}
 	d.head = sgemm.PackCols(nil, D, [][]float32{W(m.lmHead)}, []int{c.VocabSize})
-	d.x, d.h, d.tmp = make([]float32, R*D), make([]float32, R*D), make([]float32, R*D)
-	d.fused, d.att = make([]float32, R*max(d.qkvw, 2*F)), make([]float32, R*qd)
-	d.act = make([]float32, R*F)
-	return d
+	return d.withRows(R)
+}
+
+// withRows is a decoder with d's packed weights and scratch of its own for
+// R rows: decoders that never run at once share one packing.
+func (d *decoder) withRows(R int) *decoder {
+	c := d.c
+	D, F, qd := c.DModel, c.DFF, c.Heads*c.HeadDim
+	e := &decoder{c: c, qkvw: d.qkvw, group: d.group, qkv: d.qkv, wo: d.wo, gu: d.gu, down: d.down, qkvBias: d.qkvBias, head: d.head}
+	e.x, e.h, e.tmp = make([]float32, R*D), make([]float32, R*D), make([]float32, R*D)
+	e.fused, e.att = make([]float32, R*max(e.qkvw, 2*F)), make([]float32, R*qd)
+	e.act = make([]float32, R*F)
+	return e
 }
 
 // mul is C = A·W for R rows, split across cores only when that pays.
@@ -136,9 +145,9 @@ func (d *decoder) mlp(m *Model, li, R int) {
 	vec.Axpy(d.x[:R*D], d.tmp, 1)
 }
 
-// project computes the fused q/k/v rows of R rows at positions pos0+r
-// (RoPE applied).
-func (d *decoder) project(m *Model, li, R, pos0 int, same bool) {
+// project computes the fused q/k/v rows of R rows, row r at position
+// pos(r) (RoPE applied).
+func (d *decoder) project(m *Model, li, R int, pos func(r int) int) {
 	c := d.c
 	D, qd, kvd := c.DModel, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	l := m.layers[li]
@@ -149,12 +158,8 @@ func (d *decoder) project(m *Model, li, R, pos0 int, same bool) {
 		if b := d.qkvBias[li]; b != nil {
 			vec.Axpy(row, b, 1)
 		}
-		pos := pos0
-		if !same {
-			pos += r
-		}
-		m.rope.rotate(row[:qd], pos, 1)
-		m.rope.rotate(row[qd:qd+kvd], pos, 1)
+		m.rope.rotate(row[:qd], pos(r), 1)
+		m.rope.rotate(row[qd:qd+kvd], pos(r), 1)
 	}
 }
 
@@ -170,7 +175,7 @@ func (d *decoder) prefill(m *Model, prompt []int) []float32 {
 	}
 	as := attnShape{B: 1, T: P, H: c.Heads, KVH: c.KVHeads, HD: hd}
 	for li := range m.layers {
-		d.project(m, li, P, 0, false)
+		d.project(m, li, P, func(r int) int { return r })
 		for r := 0; r < P; r++ {
 			row := d.fused[r*d.qkvw : (r+1)*d.qkvw]
 			copy(d.q[r*qd:(r+1)*qd], row[:qd])
@@ -215,7 +220,7 @@ func (d *decoder) step(m *Model, seqs, toks []int, t int) []float32 {
 	}
 	n, ld := P+t+1, P+S // keys per query; score row stride
 	for li := range m.layers {
-		d.project(m, li, R, P+t, true)
+		d.project(m, li, R, func(int) int { return P + t })
 		sk, sv := d.sk[li], d.sv[li]
 		for r, s := range seqs {
 			row := d.fused[r*d.qkvw : (r+1)*d.qkvw]
@@ -260,28 +265,13 @@ func (d *decoder) step(m *Model, seqs, toks []int, t int) []float32 {
 // cache that the n completions share; they then decode together, one
 // batched step per token.
 func (m *Model) Sample(ctx context.Context, prompt []int, n int, o SampleOptions) ([]Completion, error) {
-	if len(prompt) == 0 || len(prompt) >= m.Cfg.Context {
-		return nil, fmt.Errorf("model.Sample: prompt of %d tokens must be in [1, %d)", len(prompt), m.Cfg.Context)
-	}
-	for _, t := range prompt {
-		if t < 0 || t >= m.Cfg.VocabSize {
-			return nil, fmt.Errorf("model.Sample: prompt token %d outside vocab %d", t, m.Cfg.VocabSize)
-		}
+	if err := m.checkContext("model.Sample: prompt", prompt); err != nil {
+		return nil, err
 	}
 	if n < 1 {
 		return nil, fmt.Errorf("model.Sample: n=%d must be >= 1", n)
 	}
-	if o.Rand == nil {
-		o.Rand = rand.New(rand.NewPCG(1, 1))
-	}
-	maxNew := o.MaxNewTokens
-	if maxNew <= 0 || len(prompt)+maxNew > m.Cfg.Context {
-		maxNew = m.Cfg.Context - len(prompt)
-	}
-	stop := map[int]bool{}
-	for _, t := range o.Stop {
-		stop[t] = true
-	}
+	maxNew, stop := o.limits(m.Cfg.Context, len(prompt))
 	d := m.newDecoder(len(prompt), maxNew, n)
 	last := d.prefill(m, prompt)
 	if err := ctx.Err(); err != nil {
@@ -325,6 +315,38 @@ func (m *Model) Sample(ctx context.Context, prompt []int, n int, o SampleOptions
 		logits = d.step(m, active, toks, t)
 	}
 	return out, nil
+}
+
+// checkContext says what is wrong with a context to sample after: empty,
+// no room left in the model's context, or a token outside the vocabulary.
+func (m *Model) checkContext(what string, context []int) error {
+	if len(context) == 0 || len(context) >= m.Cfg.Context {
+		return fmt.Errorf("%s of %d tokens must be in [1, %d)", what, len(context), m.Cfg.Context)
+	}
+	for _, t := range context {
+		if t < 0 || t >= m.Cfg.VocabSize {
+			return fmt.Errorf("%s token %d outside vocab %d", what, t, m.Cfg.VocabSize)
+		}
+	}
+	return nil
+}
+
+// limits fills in o's random source (a fixed seed when nil) and returns
+// how many tokens may follow a context of n tokens in a model of context
+// tokens, and the stop set.
+func (o *SampleOptions) limits(context, n int) (maxNew int, stop map[int]bool) {
+	if o.Rand == nil {
+		o.Rand = rand.New(rand.NewPCG(1, 1))
+	}
+	maxNew = o.MaxNewTokens
+	if maxNew <= 0 || n+maxNew > context {
+		maxNew = context - n
+	}
+	stop = map[int]bool{}
+	for _, t := range o.Stop {
+		stop[t] = true
+	}
+	return maxNew, stop
 }
 
 type sampler struct {

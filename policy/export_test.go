@@ -14,7 +14,10 @@ func TurnsCached(p *Model) []int {
 	p.turns.mu.Lock()
 	defer p.turns.mu.Unlock()
 	var n []int
-	for _, cv := range p.turns.convs {
+	if p.turns.gen == nil {
+		return nil
+	}
+	for _, cv := range p.turns.gen.convs {
 		n = append(n, cv.Cached())
 	}
 	return n

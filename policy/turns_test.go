@@ -2,8 +2,11 @@ package policy_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/swetui/swetui/policy"
@@ -60,5 +63,57 @@ func TestSampleTurnKeepsEachTrajectorysCache(t *testing.T) {
 	stepOnce(t, p, tok)
 	if n := policy.TurnsCached(p); len(n) != 0 {
 		t.Errorf("after an update %d caches are kept: %v", len(n), n)
+	}
+}
+
+// TestSampleTurnConcurrentTrajectories: trajectories asking for their
+// turns from goroutines of their own, as a group's do, are decoded
+// together and each gets what Sample draws for its context (greedy, the
+// same logprobs); a caller that gave up gets its context's error and the
+// others go on.
+func TestSampleTurnConcurrentTrajectories(t *testing.T) {
+	p, tok := policytest.Tiny(t, 1, 1e-2)
+	ctx := context.Background()
+	opts := train.SampleOptions{MaxNewTokens: 6}
+	obs := tok.Encode("\n0\n")
+	const trajs, turns = 6, 3
+	var wg sync.WaitGroup
+	errs := make([]error, trajs)
+	got := make([][][]int, trajs)
+	contexts := make([][][]int, trajs)
+	for i := range trajs {
+		wg.Go(func() {
+			traj := tok.Encode(strings.Repeat("fix add ", i+1))
+			for range turns {
+				s, err := p.SampleTurn(ctx, traj, opts)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				contexts[i] = append(contexts[i], slices.Clone(traj))
+				got[i] = append(got[i], s.Tokens)
+				traj = append(append(traj, s.Tokens...), obs...)
+			}
+		})
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := p.SampleTurn(cancelled, tok.Encode("fix"), opts); !errors.Is(err, context.Canceled) {
+		t.Errorf("a caller that gave up: %v, want its context's error", err)
+	}
+	wg.Wait()
+	for i := range trajs {
+		if errs[i] != nil {
+			t.Fatalf("trajectory %d: %v", i, errs[i])
+		}
+		for turn, c := range contexts[i] {
+			want, err := p.Sample(ctx, c, 1, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got[i][turn], want[0].Tokens) {
+				t.Errorf("trajectory %d turn %d: %v decoded together, %v from Sample", i, turn, got[i][turn], want[0].Tokens)
+			}
+		}
 	}
 }

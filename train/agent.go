@@ -78,7 +78,8 @@ func AgentPromptOf(ctx context.Context, p Prompter, chat prompt.ChatFormat, inst
 }
 
 // sampleTurn draws one reply of a trajectory as sample draws a group,
-// through the policy's turn cache where it has one.
+// through the policy's turn cache where it has one. Trajectories sample
+// their turns at once: a TurnPolicy decodes them together.
 func (t *Trainer) sampleTurn(ctx context.Context, context []int, opts SampleOptions) ([]Sample, int, error) {
 	tp, ok := t.d.Policy.(TurnPolicy)
 	if !ok {
@@ -88,8 +89,9 @@ func (t *Trainer) sampleTurn(ctx context.Context, context []int, opts SampleOpti
 		s, v, err := tp.SampleTurnSnapshot(ctx, context, opts)
 		return []Sample{s}, v, err
 	}
-	t.model.Lock()
-	defer t.model.Unlock()
+	// Shared: the policy decodes the trajectories' turns together.
+	t.model.RLock()
+	defer t.model.RUnlock()
 	s, err := tp.SampleTurn(ctx, context, opts)
 	return []Sample{s}, t.d.Policy.Version(), err
 }

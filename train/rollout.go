@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
@@ -135,19 +137,19 @@ func (s *syncSource) next(ctx context.Context, step int, phase string) ([]*group
 	varied := 0
 	for want := g.PromptsPerStep; want > 0; {
 		begin := time.Now()
-		batch := make([]*group, 0, want)
-		for range want {
-			inst := s.t.pickTask(&s.cur, phase, used)
-			used[inst.InstanceID] = true
-			gr, err := s.t.sampleGroup(ctx, inst, s.cur, phase)
-			if err != nil {
-				return nil, tm, err
-			}
-			batch = append(batch, gr)
+		insts, curs := make([]*task.Instance, want), make([]cursor, want)
+		for i := range want {
+			insts[i] = s.t.pickTask(&s.cur, phase, used)
+			used[insts[i].InstanceID] = true
+			curs[i] = s.cur
+		}
+		batch, err := s.t.sampleGroups(ctx, insts, curs, phase)
+		if err != nil {
+			return nil, tm, err
 		}
 		tm.sample += time.Since(begin)
 		begin = time.Now()
-		err := s.t.scoreGroups(ctx, batch, phase)
+		err = s.t.scoreGroups(ctx, batch, phase)
 		tm.reward += time.Since(begin)
 		if err != nil {
 			return nil, tm, err
@@ -160,6 +162,32 @@ func (s *syncSource) next(ctx context.Context, step int, phase string) ([]*group
 		want = min(g.PromptsPerStep-varied, g.MaxGroups-len(groups))
 	}
 	return groups, tm, nil
+}
+
+// sampleGroups samples a group of each task, in order. An agent's groups
+// play at once: their trajectories' turns are decoded together and their
+// commands overlap. Single-shot groups are drawn one after another, each
+// one batched decode, so that a seed draws the same completions.
+func (t *Trainer) sampleGroups(ctx context.Context, insts []*task.Instance, curs []cursor, phase string) ([]*group, error) {
+	groups := make([]*group, len(insts))
+	if !t.agentMode() {
+		for i, inst := range insts {
+			gr, err := t.sampleGroup(ctx, inst, curs[i], phase)
+			if err != nil {
+				return nil, err
+			}
+			groups[i] = gr
+		}
+		return groups, nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for i, inst := range insts {
+		g.Go(func() (err error) {
+			groups[i], err = t.sampleGroup(gctx, inst, curs[i], phase)
+			return err
+		})
+	}
+	return groups, g.Wait()
 }
 
 // scoreGroups scores groups concurrently: the pool overlaps their

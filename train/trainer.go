@@ -57,7 +57,7 @@ type Trainer struct {
 	logErr   error // the last failure to keep an evaluation's log, warned once a step
 	st       State
 	src      source
-	model    sync.Mutex // serialises updates with live-weight sampling and checkpoint saves (async samples a snapshot)
+	model    sync.RWMutex // serialises updates with live-weight sampling and checkpoint saves (async samples a snapshot); agent turns share it, to be decoded together
 	phase    atomic.Value
 	paused   bool
 	stop     bool
