@@ -47,7 +47,7 @@ func TestRunInAgentMode(t *testing.T) {
 			out := t.TempDir()
 			name := "agent-test-" + tc.name
 			code, stdout, stderr := runCLI(t, append([]string{"run", "--headless", "run.out_dir=" + out, "run.name=" + name, "rollout.mode=agent",
-				fmt.Sprintf("run.max_steps=%d", tc.steps), "grpo.group_size=2", "grpo.prompts_per_step=1", "grpo.dynamic_sampling=false",
+				fmt.Sprintf("run.max_steps=%d", tc.steps), "agent.group_size=2", "grpo.prompts_per_step=1", "grpo.dynamic_sampling=false",
 				"agent.turns=2", "curriculum.auto=false", "run.sft_first=false"}, tc.args...)...)
 			if code != ExitOK {
 				t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -262,7 +262,7 @@ func TestAgentRolloutsKeepTheirTurns(t *testing.T) {
 	out := t.TempDir()
 	run := "agent-turns-" + sandbox.NewNonce()[:6]
 	cfg, err := config.Load("", nil, []string{"run.out_dir=" + out, "run.name=" + run, "rollout.mode=agent", "run.max_steps=1",
-		"run.save_every=0", "grpo.group_size=2", "grpo.prompts_per_step=1", "grpo.dynamic_sampling=false", "grpo.kl_coef=0",
+		"run.save_every=0", "agent.group_size=2", "grpo.prompts_per_step=1", "grpo.dynamic_sampling=false", "grpo.kl_coef=0",
 		"agent.turns=10", "curriculum.phase=docker", "curriculum.auto=false", "run.sft_first=false", "model.context=8192",
 		fmt.Sprintf("data.include=[%q]", in.InstanceID)})
 	if err != nil {

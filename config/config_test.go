@@ -358,3 +358,43 @@ func TestAgentContext(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentGroups: in agent mode agent.group_size and agent.max_groups
+// replace grpo's (0 keeps grpo's; a step's first groups always count);
+// single-shot runs keep grpo's.
+func TestAgentGroups(t *testing.T) {
+	for _, tt := range []struct {
+		overrides       []string
+		wantG, wantMaxG int
+	}{
+		{nil, 4, 8},
+		{[]string{"agent.group_size=16", "agent.max_groups=1"}, 4, 8},
+		{[]string{"rollout.mode=agent"}, 8, 2},
+		{[]string{"rollout.mode=agent", "grpo.group_size=6"}, 8, 2},
+		{[]string{"rollout.mode=agent", "agent.group_size=0", "agent.max_groups=0", "grpo.group_size=6"}, 6, 8},
+		{[]string{"rollout.mode=agent", "grpo.prompts_per_step=3"}, 8, 3},
+	} {
+		cfg, err := Load("test", nil, tt.overrides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.GRPO.GroupSize != tt.wantG || cfg.GRPO.MaxGroups != tt.wantMaxG {
+			t.Errorf("%v: G %d, max groups %d; want %d, %d", tt.overrides, cfg.GRPO.GroupSize, cfg.GRPO.MaxGroups, tt.wantG, tt.wantMaxG)
+		}
+		if err := Validate(cfg); err != nil {
+			t.Errorf("%v: %v", tt.overrides, err)
+		}
+	}
+	if err := Validate(mustLoad(t, "rollout.mode=agent", "agent.group_size=1")); err == nil || !strings.Contains(err.Error(), "agent.group_size") {
+		t.Errorf("agent.group_size=1: %v", err)
+	}
+}
+
+func mustLoad(t *testing.T, overrides ...string) Config {
+	t.Helper()
+	cfg, err := Load("test", nil, overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}

@@ -32,15 +32,23 @@ func Load(name string, data []byte, overrides []string) (Config, error) {
 // resolve applies what one setting implies for another. In agent mode the
 // model runs at agent.context when model.context is smaller (raising
 // either one raises it), so that `rollout.mode=agent` alone has room for a
-// trajectory; and training starts in the docker phase: an agent's diff is
+// trajectory; training starts in the docker phase: an agent's diff is
 // swetui's own git diff, always well-formed and applying, so the syntax
-// and apply-only phases would reward any edit at all.
+// and apply-only phases would reward any edit at all; and a step's groups
+// are agent.group_size trajectories, agent.max_groups at most, where those
+// are set (a step's first groups always count).
 func resolve(cfg Config) Config {
 	if cfg.Rollout.Mode != RolloutAgent {
 		return cfg
 	}
 	cfg.Model.Context = max(cfg.Model.Context, cfg.Agent.Context)
 	cfg.Curriculum.Phase = PhaseDocker
+	if cfg.Agent.GroupSize > 0 {
+		cfg.GRPO.GroupSize = cfg.Agent.GroupSize
+	}
+	if cfg.Agent.MaxGroups > 0 {
+		cfg.GRPO.MaxGroups = max(cfg.Agent.MaxGroups, cfg.GRPO.PromptsPerStep)
+	}
 	return cfg
 }
 

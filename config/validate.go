@@ -243,6 +243,8 @@ func Validate(cfg Config) error {
 	positive("agent.context", ag.Context)
 	positive("agent.turns", ag.Turns)
 	positive("agent.eval_turns", ag.EvalTurns)
+	check(ag.GroupSize == 1 || ag.GroupSize < 0, "agent.group_size", ag.GroupSize, "must be 0 (grpo.group_size) or at least 2")
+	check(ag.MaxGroups < 0, "agent.max_groups", ag.MaxGroups, "must be 0 (grpo.max_groups) or more")
 	positive("agent.command_timeout_s", ag.CommandTimeoutS)
 	check(ag.TimeoutBudget < 0, "agent.timeout_budget", ag.TimeoutBudget, "must be 0 (no budget) or more")
 	positive("agent.observation_chars", ag.ObservationChars)

@@ -2,10 +2,12 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
@@ -97,7 +99,7 @@ func (a *scriptedAgent) Rollouts(ctx context.Context, inst *task.Instance, promp
 // tokens with a cotangent of 0; the unfinished one is left out
 // (agent.unfinished=mask); the end reasons are the step's metrics.
 func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
-	cfg := testConfig(t, "rollout.mode=agent", "agent.unfinished=mask", "grpo.group_size=4", "grpo.prompts_per_step=1", "run.max_steps=1",
+	cfg := testConfig(t, "rollout.mode=agent", "agent.unfinished=mask", "agent.group_size=4", "grpo.prompts_per_step=1", "run.max_steps=1",
 		"grpo.dynamic_sampling=false", "grpo.loss_agg=token-mean")
 	pol := &recordingPolicy{}
 	ag := &scriptedAgent{ends: []string{"submitted", "submitted", "turn_limit", "submitted"}, rewards: []float64{1, 0, 1, 0.5}}
@@ -181,5 +183,60 @@ func TestUnfinishedTrajectoriesRewards(t *testing.T) {
 				t.Errorf("rewards %v valid %v, want %v %v", rewards, valid, tt.wantRewards, tt.wantValid)
 			}
 		})
+	}
+}
+
+// barrierAgent's Rollouts return only once n calls are in at once, or
+// fail after a while: the step played its groups one after another.
+type barrierAgent struct {
+	scriptedAgent
+	n       int
+	mu      sync.Mutex
+	in      int
+	arrived chan struct{}
+}
+
+func (a *barrierAgent) Rollouts(ctx context.Context, inst *task.Instance, prompt []int, g int, phase string, sample TurnSampler) ([]Rollout, error) {
+	a.mu.Lock()
+	a.in++
+	if a.in == a.n {
+		close(a.arrived)
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.arrived:
+	case <-time.After(10 * time.Second):
+		return nil, fmt.Errorf("%s waited alone: the step's groups do not play at once", inst.InstanceID)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.scriptedAgent.Rollouts(ctx, inst, prompt, g, phase, sample)
+}
+
+// An agent step's groups play at once (their turns are decoded together),
+// and are trained in the order their tasks were drawn.
+func TestAgentGroupsPlayAtOnce(t *testing.T) {
+	run := func(ag Agent) []string {
+		cfg := testConfig(t, "rollout.mode=agent", "agent.group_size=2", "grpo.prompts_per_step=3", "run.max_steps=1",
+			"grpo.dynamic_sampling=false")
+		tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(5), Agent: ag, DockerOK: true})
+		evs := drain(tr)
+		if err := tr.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for _, ev := range <-evs {
+			if c, ok := ev.(event.CompletionScored); ok {
+				order = append(order, c.Verdict.InstanceID)
+			}
+		}
+		return order
+	}
+	ends, rewards := []string{"submitted", "submitted"}, []float64{1, 0}
+	got := run(&barrierAgent{scriptedAgent: scriptedAgent{ends: ends, rewards: rewards}, n: 3, arrived: make(chan struct{})})
+	// The same seed's tasks, drawn in order: as an agent that plays alone.
+	want := run(&scriptedAgent{ends: ends, rewards: rewards})
+	if len(got) != 6 || !slices.Equal(got, want) {
+		t.Errorf("completions of %v, want %v (the tasks in the order drawn)", got, want)
 	}
 }
