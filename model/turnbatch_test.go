@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -155,12 +156,20 @@ func TestTurnBatchRefuses(t *testing.T) {
 	}
 }
 
-// BenchmarkTurnBatch: the turns of 8 trajectories of the default model at
-// agent mode's context (each adding a 300-token observation to a
-// 3000-token trajectory and drawing a 100-token reply), decoded together
-// in a TurnBatch and one conversation after another.
+// BenchmarkTurnBatch: the turns of 8 trajectories at agent mode's context
+// (each adding a 300-token observation to a 3000-token trajectory and
+// drawing a 100-token reply), decoded together in a TurnBatch and one
+// conversation after another: the default model, and one 4x as wide, whose
+// weights rather than its attention make a step's cost.
 func BenchmarkTurnBatch(b *testing.B) {
-	cfg := Config{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 4096, VocabSize: 2048, RopeTheta: 10000, NormEps: 1e-5}
+	for _, d := range []int{128, 512} {
+		b.Run(fmt.Sprintf("d_model=%d", d), func(b *testing.B) {
+			benchTurnBatch(b, Config{Layers: 4, DModel: d, Heads: d / 32, KVHeads: 2, DFF: 3 * d, Context: 4096, VocabSize: 2048, RopeTheta: 10000, NormEps: 1e-5})
+		})
+	}
+}
+
+func benchTurnBatch(b *testing.B, cfg Config) {
 	m := tinyModel(b, cfg, 1)
 	ctx := context.Background()
 	const n = 8
