@@ -73,13 +73,7 @@ func (cv *Conversation) Sample(ctx context.Context, context []int, o SampleOptio
 	out := Completion{Tokens: make([]int, 0, maxNew), Logprobs: make([]float32, 0, maxNew)}
 	for {
 		tok, lp := cv.smp.draw(logits, o)
-		out.Tokens = append(out.Tokens, tok)
-		out.Logprobs = append(out.Logprobs, lp)
-		if stop[tok] {
-			return out, nil
-		}
-		if len(out.Tokens) >= maxNew {
-			out.Truncated = true
+		if !out.appendDraw(tok, lp, stop, maxNew) {
 			return out, nil
 		}
 		if logits, err = cv.extend(ctx, []int{tok}); err != nil {
@@ -119,6 +113,21 @@ func (cv *Conversation) extend(ctx context.Context, toks []int) ([]float32, erro
 	return cv.d.lmHead(cv.m, cv.d.x[(R-1)*D:R*D], 1), nil
 }
 
+// cacheKV caches, in layer li at position p, the key and value of a fused
+// q/k/v row (keys transposed, so one product scores a query against all).
+func (cv *Conversation) cacheKV(li, p int, row []float32) {
+	c := cv.m.Cfg
+	hd, S := c.HeadDim, cv.cap
+	qd, kvd := c.Heads*hd, c.KVHeads*hd
+	kc, vc := cv.kc[li], cv.vc[li]
+	for kh := 0; kh < c.KVHeads; kh++ {
+		for i, x := range row[qd+kh*hd : qd+(kh+1)*hd] {
+			kc[(kh*hd+i)*S+p] = x
+		}
+		copy(vc[(kh*S+p)*hd:], row[qd+kvd+kh*hd:qd+kvd+(kh+1)*hd])
+	}
+}
+
 // chunk runs R ≤ convChunk new tokens through the model at the positions
 // after the cache, each attending to the cache and to the new tokens up to
 // itself, and caches their keys and values.
@@ -126,7 +135,7 @@ func (cv *Conversation) chunk(toks []int) {
 	m, d := cv.m, cv.d
 	c := m.Cfg
 	R, D, hd, S := len(toks), c.DModel, c.HeadDim, cv.cap
-	qd, kvd, group := c.Heads*hd, c.KVHeads*hd, d.group
+	qd, group := c.Heads*hd, d.group
 	start := len(cv.toks)
 	n := start + R // keys the last new token sees
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -143,13 +152,7 @@ func (cv *Conversation) chunk(toks []int) {
 		d.project(m, li, R, func(r int) int { return start + r })
 		kc, vc := cv.kc[li], cv.vc[li]
 		for r := 0; r < R; r++ {
-			row := d.fused[r*d.qkvw : (r+1)*d.qkvw]
-			for kh := 0; kh < c.KVHeads; kh++ {
-				for i, x := range row[qd+kh*hd : qd+(kh+1)*hd] {
-					kc[(kh*hd+i)*S+start+r] = x
-				}
-				copy(vc[(kh*S+start+r)*hd:], row[qd+kvd+kh*hd:qd+kvd+(kh+1)*hd])
-			}
+			cv.cacheKV(li, start+r, d.fused[r*d.qkvw:(r+1)*d.qkvw])
 		}
 		for kh := 0; kh < c.KVHeads; kh++ {
 			for r := 0; r < R; r++ {

@@ -296,14 +296,7 @@ func (m *Model) Sample(ctx context.Context, prompt []int, n int, o SampleOptions
 		toks = toks[:0]
 		for ai, i := range active {
 			tok, lp := sc.draw(logits[ai*V:(ai+1)*V], o)
-			c := &out[i]
-			c.Tokens = append(c.Tokens, tok)
-			c.Logprobs = append(c.Logprobs, lp)
-			switch {
-			case stop[tok]:
-			case len(c.Tokens) >= maxNew:
-				c.Truncated = true
-			default:
+			if out[i].appendDraw(tok, lp, stop, maxNew) {
 				next = append(next, i) // in place: next never passes ai
 				toks = append(toks, tok)
 			}
@@ -315,6 +308,21 @@ func (m *Model) Sample(ctx context.Context, prompt []int, n int, o SampleOptions
 		logits = d.step(m, active, toks, t)
 	}
 	return out, nil
+}
+
+// appendDraw adds a drawn token and its logprob to c and reports whether
+// c goes on: it ends at a stop token, or truncated at maxNew tokens.
+func (c *Completion) appendDraw(tok int, lp float32, stop map[int]bool, maxNew int) bool {
+	c.Tokens = append(c.Tokens, tok)
+	c.Logprobs = append(c.Logprobs, lp)
+	if stop[tok] {
+		return false
+	}
+	if len(c.Tokens) >= maxNew {
+		c.Truncated = true
+		return false
+	}
+	return true
 }
 
 // checkContext says what is wrong with a context to sample after: empty,

@@ -23,14 +23,13 @@ import (
 // its packed weights, which are the model's as the batch was made: neither
 // may outlive an update of the weights. Not safe for concurrent use.
 type TurnBatch struct {
-	m      *Model
-	d      *decoder // packed weights; scratch of rows rows
-	rows   int
-	turns  []*turn // in the batch, in the order they joined
-	pos    []int   // each fed row's position
-	sc     [][]float32
-	smp    *sampler
-	logits []float32 // [rows, V]: the fed rows' logits, drawn from next step
+	m     *Model
+	d     *decoder // packed weights; scratch of rows rows
+	rows  int
+	turns []*turn // in the batch, in the order they joined
+	pos   []int   // each fed row's position
+	sc    [][]float32
+	smp   *sampler
 }
 
 // turn is one conversation's reply in the making.
@@ -108,21 +107,13 @@ func (b *TurnBatch) Remove(cv *Conversation) {
 // Step draws the next token of every reply in the batch, in the order they
 // joined, and returns those that ended (a stop token, or their length);
 // the others' tokens go through the model together, for the next Step.
-func (b *TurnBatch) Step(ctx context.Context) ([]Finished, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+// A caller that gives up on a reply takes it out (Remove).
+func (b *TurnBatch) Step() []Finished {
 	var done []Finished
 	feed, toks := b.turns[:0], make([]int, 0, len(b.turns))
 	for _, tr := range b.turns {
 		tok, lp := b.smp.draw(tr.logits, tr.o)
-		tr.out.Tokens = append(tr.out.Tokens, tok)
-		tr.out.Logprobs = append(tr.out.Logprobs, lp)
-		switch {
-		case tr.stop[tok]:
-		case len(tr.out.Tokens) >= tr.maxNew:
-			tr.out.Truncated = true
-		default:
+		if tr.out.appendDraw(tok, lp, tr.stop, tr.maxNew) {
 			feed = append(feed, tr) // in place: feed never passes the loop
 			toks = append(toks, tok)
 			continue
@@ -132,14 +123,14 @@ func (b *TurnBatch) Step(ctx context.Context) ([]Finished, error) {
 	clear(b.turns[len(feed):])
 	b.turns = feed
 	if len(feed) == 0 {
-		return done, nil
+		return done
 	}
 	V := b.m.Cfg.VocabSize
 	logits := b.forward(feed, toks)
 	for r, tr := range feed {
 		tr.logits = logits[r*V : (r+1)*V]
 	}
-	return done, nil
+	return done
 }
 
 // forward runs toks[r] at the next position of feed[r]'s conversation,
@@ -148,7 +139,7 @@ func (b *TurnBatch) forward(feed []*turn, toks []int) []float32 {
 	m, d := b.m, b.d
 	c := m.Cfg
 	R, D, hd := len(feed), c.DModel, c.HeadDim
-	qd, kvd, group := c.Heads*hd, c.KVHeads*hd, d.group
+	qd, group := c.Heads*hd, d.group
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	emb := m.Params[m.embed].W
 	for r, tok := range toks {
@@ -162,11 +153,8 @@ func (b *TurnBatch) forward(feed []*turn, toks []int) []float32 {
 		S, n := cv.cap, b.pos[r]+1
 		kc, vc := cv.kc[li], cv.vc[li]
 		row := d.fused[r*d.qkvw : (r+1)*d.qkvw]
+		cv.cacheKV(li, p, row)
 		for kh := 0; kh < c.KVHeads; kh++ {
-			for i, x := range row[qd+kh*hd : qd+(kh+1)*hd] {
-				kc[(kh*hd+i)*S+p] = x
-			}
-			copy(vc[(kh*S+p)*hd:], row[qd+kvd+kh*hd:qd+kvd+(kh+1)*hd])
 			sgemm.SgemmSerial(false, false, group, n, hd, scale, row[kh*group*hd:], hd, kc[kh*hd*S:], S, 0, sc, n)
 			for i := 0; i < group; i++ {
 				softmaxRow(sc[i*n : (i+1)*n])

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sync"
 
@@ -171,18 +170,8 @@ func (c *turnCache) decode(rngMu *sync.Mutex) {
 			continue
 		}
 		rngMu.Lock()
-		done, err := cur.batch.Step(context.Background())
+		done := cur.batch.Step()
 		rngMu.Unlock()
-		if err != nil { // only when its context ends, which this one does not: said all the same
-			c.mu.Lock()
-			rs := slices.Collect(maps.Values(cur.busy))
-			c.mu.Unlock()
-			for _, r := range rs {
-				cur.batch.Remove(r.cv)
-				c.finish(r, model.Completion{}, err)
-			}
-			continue
-		}
 		for _, f := range done {
 			c.mu.Lock()
 			r := cur.busy[f.Conversation]
