@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/sandbox"
 )
@@ -39,22 +40,6 @@ type Limits struct {
 	// MaxDiffBytes bounds the final diff (reward.max_patch_kb).
 	MaxDiffBytes int
 }
-
-// End says what ended a trajectory.
-type End string
-
-// What ends a trajectory. Only EndSubmitted is finished; what the others
-// earn in training is agent.unfinished's.
-const (
-	EndSubmitted     End = "submitted"
-	EndTurnLimit     End = "turn_limit"
-	EndContextFull   End = "context_full"
-	EndTimeoutBudget End = "timeout_budget"
-	EndContainer     End = "container_failure"
-)
-
-// Finished reports whether the agent ended the trajectory itself.
-func (e End) Finished() bool { return e == EndSubmitted }
 
 // Sampler draws one reply to a context of token ids: its tokens as sampled
 // (ending with the stop token when it stopped), their logprobs, and
@@ -95,9 +80,15 @@ type Trajectory struct {
 	Logprobs  []float64
 	PromptLen int
 	Turns     []Turn
-	End       End
+	End       event.End
 	// Detail says more of the end (the sandbox's error).
 	Detail string
+	// Infra says that an event.EndContainer was no doing of the agent's (the
+	// sandbox died, killed from outside, its host lost): masked out of
+	// the advantage. One the agent's own processes caused (its sandbox
+	// stopped for them: sandbox.ErrSessionKilled) is the agent's failure,
+	// scored as agent.unfinished says.
+	Infra bool
 	// Diff is the work tree's change from the base commit, computed by
 	// swetui; "" when the session was lost.
 	Diff string
@@ -125,7 +116,7 @@ type Progress struct {
 	Turn Turn // the turn played; zero at the end
 	// End is set on the last call only, with Detail and the size of the
 	// diff taken.
-	End       End
+	End       event.End
 	Detail    string
 	DiffBytes int
 }
@@ -133,7 +124,7 @@ type Progress struct {
 // Run plays the episode from prompt (the agent prompt's token ids) until
 // the agent submits or a limit ends it, and takes the diff. The error is
 // the caller's (a cancelled ctx, the sampler failing); a lost sandbox ends
-// the trajectory (EndContainer) instead.
+// the trajectory (event.EndContainer) instead.
 func (e Episode) Run(ctx context.Context, promptIDs []int) (tr Trajectory, err error) {
 	l := e.Limits
 	tr = Trajectory{PromptLen: len(promptIDs)}
@@ -148,12 +139,12 @@ func (e Episode) Run(ctx context.Context, promptIDs []int) (tr Trajectory, err e
 	timeouts := 0
 	for turn := 0; ; turn++ {
 		if turn == l.Turns {
-			tr.End = EndTurnLimit
+			tr.End = event.EndTurnLimit
 			break
 		}
 		room := l.Context - len(tr.Tokens)
 		if room <= 0 {
-			tr.End = EndContextFull
+			tr.End = event.EndContextFull
 			break
 		}
 		toks, lps, truncated, err := e.Sampler.SampleTurn(ctx, tr.Tokens, min(l.MaxNewTokens, room))
@@ -166,15 +157,16 @@ func (e Episode) Run(ctx context.Context, promptIDs []int) (tr Trajectory, err e
 		act := ParseReply(reply)
 		if act.Submit {
 			e.played(&tr, t)
-			tr.End = EndSubmitted
+			tr.End = event.EndSubmitted
 			break
 		}
 		if truncated && len(tr.Tokens) >= l.Context {
 			e.played(&tr, t)
-			tr.End = EndContextFull
+			tr.End = event.EndContextFull
 			break
 		}
 		var obs string
+		var cmdRes sandbox.ExecResult
 		if act.Command == "" {
 			obs = act.Problem
 		} else {
@@ -186,10 +178,11 @@ func (e Episode) Run(ctx context.Context, promptIDs []int) (tr Trajectory, err e
 					return tr, fmt.Errorf("agent: %w", ctx.Err())
 				}
 				e.played(&tr, t)
-				tr.End, tr.Detail = EndContainer, err.Error()
+				tr.End, tr.Detail, tr.Infra = event.EndContainer, err.Error(), !errors.Is(err, sandbox.ErrSessionKilled)
 				return tr, nil
 			}
 			obs = Observation(res, l.CommandTimeout)
+			cmdRes = res
 			if res.TimedOut {
 				timeouts++
 			}
@@ -202,21 +195,31 @@ func (e Episode) Run(ctx context.Context, promptIDs []int) (tr Trajectory, err e
 		if l.ObservationTokens > 0 && len(ids) > l.ObservationTokens+64 {
 			// Over the token cap once tokenized (dense output): cut the
 			// text further, keeping its head and tail, and encode again.
-			obs = cutMiddle(obs, len(obs)*l.ObservationTokens/len(ids))
-			if seg, err = e.Chat.ObservationTurn(obs); err != nil {
-				return tr, fmt.Errorf("agent: %w", err)
+			n := len(obs) * l.ObservationTokens / len(ids)
+			for try := 0; try < 4 && len(ids) > l.ObservationTokens+64; try++ {
+				if act.Command != "" {
+					// The output cut further, the count of what is left
+					// out still the command's own.
+					obs = Observation(CutOutput(cmdRes, n), l.CommandTimeout)
+				} else {
+					obs = cutMiddle(obs, n)
+				}
+				if seg, err = e.Chat.ObservationTurn(obs); err != nil {
+					return tr, fmt.Errorf("agent: %w", err)
+				}
+				ids = e.Tok.Encode(seg)
+				n = n * 3 / 4
 			}
-			ids = e.Tok.Encode(seg)
 		}
 		t.Observation, t.ObsTokens = obs, len(ids)
 		e.played(&tr, t)
 		if len(tr.Tokens)+len(ids) >= l.Context {
-			tr.End = EndContextFull // no room for the observation and a reply to it
+			tr.End = event.EndContextFull // no room for the observation and a reply to it
 			break
 		}
 		tr.add(ids, nil, false)
 		if l.TimeoutBudget > 0 && timeouts >= l.TimeoutBudget {
-			tr.End = EndTimeoutBudget
+			tr.End = event.EndTimeoutBudget
 			break
 		}
 	}
@@ -225,7 +228,7 @@ func (e Episode) Run(ctx context.Context, promptIDs []int) (tr Trajectory, err e
 	case err != nil && ctx.Err() != nil:
 		return tr, fmt.Errorf("agent: %w", ctx.Err())
 	case errors.Is(err, sandbox.ErrSessionLost):
-		tr.End, tr.Detail = EndContainer, err.Error()
+		tr.End, tr.Detail, tr.Infra = event.EndContainer, err.Error(), !errors.Is(err, sandbox.ErrSessionKilled)
 	case err != nil:
 		// Not the sandbox's failure: the agent broke its repository, or
 		// its diff is over the bound. It earns what an empty patch earns.
@@ -293,12 +296,16 @@ func ParseReply(reply string) Action {
 }
 
 // Observation is what a command's result says to the policy: its exit
-// code (and its timeout), then its output as kept.
+// code (and its timeout), how many bytes of its output were left out when
+// it was cut (the cut is marked where it is), then its output as kept.
 func Observation(r sandbox.ExecResult, timeout time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "exit code %d", r.ExitCode)
 	if r.TimedOut {
 		fmt.Fprintf(&b, " (killed after %s, the time a command may take)", timeout)
+	}
+	if r.Omitted > 0 {
+		fmt.Fprintf(&b, " (output cut: %d of its %d bytes not shown, where marked)", r.Omitted, r.Bytes)
 	}
 	b.WriteString("\n")
 	if r.Output == "" {
@@ -307,6 +314,20 @@ func Observation(r sandbox.ExecResult, timeout time.Duration) string {
 		b.WriteString(r.Output)
 	}
 	return b.String()
+}
+
+// CutOutput keeps about n bytes of r's output, its head and tail, the
+// count of what is left out (Omitted, and the mark where the cut is) the
+// command's own: a head and a tail no longer than those r kept are the
+// output's own.
+func CutOutput(r sandbox.ExecResult, n int) sandbox.ExecResult {
+	if n <= 0 || len(r.Output) <= n {
+		return r
+	}
+	head, tail := strings.ToValidUTF8(r.Output[:n/2], ""), strings.ToValidUTF8(r.Output[len(r.Output)-n/2:], "")
+	r.Omitted = max(0, r.Bytes-int64(len(head)+len(tail)))
+	r.Output = fmt.Sprintf("%s\n... [%d bytes not shown] ...\n%s", head, r.Omitted, tail)
+	return r
 }
 
 // cutMiddle keeps about n bytes of s, its head and tail.

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/sandbox"
@@ -54,11 +56,13 @@ func TestObservation(t *testing.T) {
 // fakeSession runs commands from a table, for the loop's logic; the real
 // sessions are tested on Docker.
 type fakeSession struct {
-	out   map[string]sandbox.ExecResult
-	ran   []string
-	lost  bool
-	diff  string
-	calls int
+	out  map[string]sandbox.ExecResult
+	ran  []string
+	lost bool
+	// killed: the sandbox was stopped for what the agent's commands did.
+	killed bool
+	diff   string
+	calls  int
 }
 
 func (f *fakeSession) ID() string   { return "fake" }
@@ -66,6 +70,9 @@ func (f *fakeSession) Host() string { return "fake" }
 func (f *fakeSession) Close() error { return nil }
 func (f *fakeSession) Exec(_ context.Context, cmd string, _ sandbox.ExecOptions) (sandbox.ExecResult, error) {
 	f.ran = append(f.ran, cmd)
+	if f.killed {
+		return sandbox.ExecResult{ExitCode: -1}, fmt.Errorf("fake: %w: disk limit", sandbox.ErrSessionKilled)
+	}
 	if f.lost {
 		return sandbox.ExecResult{ExitCode: -1}, fmt.Errorf("fake: %w", sandbox.ErrSessionLost)
 	}
@@ -174,7 +181,7 @@ func checkExactTokens(t *testing.T, tok *model.Tokenizer, chat prompt.ChatFormat
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.End != EndSubmitted || tr.Diff != sess.diff || len(tr.Turns) != 4 {
+	if tr.End != event.EndSubmitted || tr.Diff != sess.diff || len(tr.Turns) != 4 {
 		t.Fatalf("end %s, diff %q, %d turns", tr.End, tr.Diff, len(tr.Turns))
 	}
 	want, wantSampled := slices.Clone(p), make([]bool, len(p))
@@ -222,14 +229,14 @@ func TestTrajectoryEnds(t *testing.T) {
 		replies []string
 		limits  func(*Limits)
 		sess    *fakeSession
-		end     End
+		end     event.End
 		turns   int
 		diff    bool
 	}{
-		{"turn limit", []string{"```bash\nls\n```", "```bash\nls\n```", "```bash\nls\n```"}, func(l *Limits) { l.Turns = 2 }, &fakeSession{out: ls}, EndTurnLimit, 2, true},
-		{"context full", slices.Repeat([]string{"```bash\nls\n```"}, 50), func(l *Limits) { l.Context = 120 }, &fakeSession{out: ls}, EndContextFull, -1, true},
-		{"timeout budget", []string{"```bash\nsleep 99\n```", "```bash\nsleep 99\n```", "```bash\nls\n```"}, func(l *Limits) { l.TimeoutBudget = 2 }, &fakeSession{out: ls}, EndTimeoutBudget, 2, true},
-		{"container failure", []string{"```bash\nls\n```"}, nil, &fakeSession{lost: true}, EndContainer, 1, false},
+		{"turn limit", []string{"```bash\nls\n```", "```bash\nls\n```", "```bash\nls\n```"}, func(l *Limits) { l.Turns = 2 }, &fakeSession{out: ls}, event.EndTurnLimit, 2, true},
+		{"context full", slices.Repeat([]string{"```bash\nls\n```"}, 50), func(l *Limits) { l.Context = 120 }, &fakeSession{out: ls}, event.EndContextFull, -1, true},
+		{"timeout budget", []string{"```bash\nsleep 99\n```", "```bash\nsleep 99\n```", "```bash\nls\n```"}, func(l *Limits) { l.TimeoutBudget = 2 }, &fakeSession{out: ls}, event.EndTimeoutBudget, 2, true},
+		{"container failure", []string{"```bash\nls\n```"}, nil, &fakeSession{lost: true}, event.EndContainer, 1, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limits()
@@ -263,16 +270,16 @@ func TestOnTurnFollowsTheTrajectory(t *testing.T) {
 		name    string
 		replies []string
 		sess    *fakeSession
-		end     End // "": Run fails
+		end     event.End // "": Run fails
 	}{
-		{"submitted", []string{"```bash\nls\n```", "no command here", "```bash\nsleep 99\n```", "SUBMIT"}, &fakeSession{out: ls, diff: "d"}, EndSubmitted},
-		{"turn limit", []string{"```bash\nls\n```", "```bash\nls\n```", "```bash\nls\n```"}, &fakeSession{out: ls}, EndTurnLimit},
-		{"container failure", []string{"```bash\nls\n```"}, &fakeSession{lost: true}, EndContainer},
+		{"submitted", []string{"```bash\nls\n```", "no command here", "```bash\nsleep 99\n```", "SUBMIT"}, &fakeSession{out: ls, diff: "d"}, event.EndSubmitted},
+		{"turn limit", []string{"```bash\nls\n```", "```bash\nls\n```", "```bash\nls\n```"}, &fakeSession{out: ls}, event.EndTurnLimit},
+		{"container failure", []string{"```bash\nls\n```"}, &fakeSession{lost: true}, event.EndContainer},
 		{"the sampler fails", []string{"```bash\nls\n```"}, &fakeSession{out: ls}, ""}, // its script runs out at turn 2
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limits()
-			if tt.end == EndTurnLimit {
+			if tt.end == event.EndTurnLimit {
 				l.Turns = 2
 			}
 			var got []Progress
@@ -315,5 +322,51 @@ func TestObservationTokenCap(t *testing.T) {
 	}
 	if n := tr.Turns[0].ObsTokens; n > 300+64 || !strings.Contains(tr.Turns[0].Observation, "bytes not shown") {
 		t.Errorf("%d observation tokens for a cap of 300: %.100q", n, tr.Turns[0].Observation)
+	}
+	// What was left out is counted against the command's whole output,
+	// where the cut is and in the first line.
+	obs := tr.Turns[0].Observation
+	first, out, _ := strings.Cut(obs, "\n")
+	head, rest, _ := strings.Cut(out, "\n... [")
+	count, tail, _ := strings.Cut(rest, " bytes not shown] ...\n")
+	if n, err := strconv.Atoi(count); err != nil || n+len(head)+len(tail) != len(dense) {
+		t.Errorf("the cut's count %q is not the output's own (%d kept of %d): %.200q", count, len(head)+len(tail), len(dense), obs)
+	}
+	if !strings.Contains(first, count+" of its 8000 bytes not shown") {
+		t.Errorf("the first line does not say what was cut: %q", first)
+	}
+}
+
+// An output cut in the session says so on the observation's first line:
+// how many of its bytes were left out, and the cut is marked where it is.
+func TestObservationSaysWhatWasCut(t *testing.T) {
+	r := sandbox.ExecResult{ExitCode: 0, Output: "ab\n... [96 bytes not shown] ...\nyz", Bytes: 100, Omitted: 96}
+	if got := Observation(r, time.Minute); got != "exit code 0 (output cut: 96 of its 100 bytes not shown, where marked)\nab\n... [96 bytes not shown] ...\nyz" {
+		t.Errorf("%q", got)
+	}
+	c := CutOutput(sandbox.ExecResult{Output: "0123456789", Bytes: 10}, 4)
+	if c.Output != "01\n... [6 bytes not shown] ...\n89" || c.Omitted != 6 {
+		t.Errorf("%+v", c)
+	}
+}
+
+// A sandbox the agent's own processes destroyed is the agent's failure (an
+// unfinished trajectory, scored as agent.unfinished says); only a loss it
+// did not cause is an infrastructure failure, masked.
+func TestDestroyedSandboxIsTheAgents(t *testing.T) {
+	tok := testTokenizer(t)
+	chat := prompt.ChatFormat{}
+	for _, tt := range []struct {
+		sess  *fakeSession
+		infra bool
+	}{{&fakeSession{lost: true}, true}, {&fakeSession{killed: true}, false}} {
+		tr, err := Episode{Session: tt.sess, Sampler: &scripted{tok: tok, chat: chat, replies: []string{"```bash\nls\n```"}}, Tok: tok, Chat: chat,
+			Limits: limits(), BaseCommit: "HEAD"}.Run(context.Background(), tok.Encode("prompt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.End != event.EndContainer || tr.Infra != tt.infra || tr.End.Finished() {
+			t.Errorf("%s: end %s, infra %v; want container_failure, infra %v", tr.Detail, tr.End, tr.Infra, tt.infra)
+		}
 	}
 }

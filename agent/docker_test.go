@@ -115,7 +115,7 @@ func heredoc(path, text string) string {
 // node's (podPidsLimit), which the container's own cgroup does not show.
 func pidsLimited(t *testing.T, pool *sandbox.Pool, in *task.Instance) bool {
 	t.Helper()
-	s, err := OpenTask(context.Background(), pool, in, "", time.Minute)
+	s, err := OpenTask(context.Background(), pool, in, SessionOptions{Life: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func scriptedAgentsAreGradedOnTheirDiff(t *testing.T, h host) {
 				// machine's pids and minutes to die after its Pod was deleted.
 				t.Skip("the node sets no pids limit (podPidsLimit): a fork bomb would be bounded by the machine's pids alone")
 			}
-			s, err := OpenTask(ctx, pool, in, "", 30*time.Minute)
+			s, err := OpenTask(ctx, pool, in, SessionOptions{Life: 30 * time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,7 +237,7 @@ func TestExpertTrajectoriesResolve(t *testing.T) {
 	for i, in := range insts[:4] {
 		r := rand.New(rand.NewPCG(uint64(i), 7))
 		replies := ExpertReplies(&in, r)
-		s, err := OpenTask(ctx, pool, &in, "", 30*time.Minute)
+		s, err := OpenTask(ctx, pool, &in, SessionOptions{Life: 30 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,8 +253,8 @@ func TestExpertTrajectoriesResolve(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: %d turns, %s, resolved %v", in.InstanceID, len(tr.Turns), tr.End, vs[0].Resolved)
-		if tr.End != EndSubmitted || !vs[0].Resolved {
-			rec := event.Trajectory{End: string(tr.End), Detail: tr.Detail}
+		if tr.End != event.EndSubmitted || !vs[0].Resolved {
+			rec := event.Trajectory{End: tr.End, Detail: tr.Detail}
 			for _, turn := range tr.Turns {
 				rec.Turns = append(rec.Turns, event.Turn(turn))
 			}
@@ -275,7 +275,7 @@ func TestApplyFixIsLenient(t *testing.T) {
 	if off == in.Patch {
 		t.Fatalf("%s: the gold patch has no context line to put off:\n%s", in.InstanceID, in.Patch)
 	}
-	s, err := OpenTask(ctx, pool, &in, "", 10*time.Minute)
+	s, err := OpenTask(ctx, pool, &in, SessionOptions{Life: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

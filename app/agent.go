@@ -79,13 +79,13 @@ func (a *agentRollouts) Rollouts(ctx context.Context, inst *task.Instance, promp
 func (a *agentRollouts) play(ctx context.Context, inst *task.Instance, prompt []int, phase string, sample train.TurnSampler) (train.Rollout, error) {
 	c := a.ws.Cfg
 	r := train.Rollout{Tokens: prompt, Sampled: make([]bool, len(prompt)), Logprobs: make([]float64, len(prompt)), PromptLen: len(prompt)}
-	s, err := agent.OpenTask(ctx, a.pool, inst, c.Sandbox.User, time.Duration(c.Agent.SessionMinutes)*time.Minute)
+	s, err := agent.OpenTask(ctx, a.pool, inst, agent.SessionOptionsOf(c))
 	if err != nil {
 		if ctx.Err() != nil {
 			return r, ctx.Err()
 		}
 		// Not the policy's: masked as an infrastructure failure.
-		r.Agent = &event.Trajectory{End: string(agent.EndContainer), Detail: "no session: " + err.Error()}
+		r.Agent = &event.Trajectory{End: event.EndContainer, Detail: "no session: " + err.Error()}
 		r.Verdict = event.Verdict{InstanceID: inst.InstanceID, Phase: phase, Infra: true, InfraCause: err.Error()}
 		return r, nil
 	}
@@ -105,11 +105,19 @@ func (a *agentRollouts) play(ctx context.Context, inst *task.Instance, prompt []
 	if err != nil {
 		return r, err
 	}
-	r.Verdict = vs[0]
-	if tr.End == agent.EndContainer {
-		r.Verdict.Infra, r.Verdict.InfraCause = true, "agent session: "+tr.Detail
-	}
+	r.Verdict = lostSandbox(vs[0], tr)
 	return r, nil
+}
+
+// lostSandbox is the verdict of tr's diff, v, as training takes it: a
+// sandbox lost for no doing of the agent's is an infrastructure failure
+// (masked); one its own processes destroyed is its failure, the trajectory
+// unfinished, scored as agent.unfinished says.
+func lostSandbox(v event.Verdict, tr agent.Trajectory) event.Verdict {
+	if tr.End == event.EndContainer && tr.Infra {
+		v.Infra, v.InfraCause = true, "agent session: "+tr.Detail
+	}
+	return v
 }
 
 var _ train.Agent = (*agentRollouts)(nil)
@@ -121,7 +129,7 @@ var _ train.Agent = (*agentRollouts)(nil)
 func publishTurns(bus event.Publisher, session, instanceID string) func(agent.Progress) {
 	return func(p agent.Progress) {
 		if p.End != "" {
-			bus.Publish(event.TurnPlayed{Session: session, InstanceID: instanceID, Turn: p.N, End: string(p.End), Detail: p.Detail,
+			bus.Publish(event.TurnPlayed{Session: session, InstanceID: instanceID, Turn: p.N, End: p.End, Detail: p.Detail,
 				DiffBytes: p.DiffBytes}.Bounded())
 			return
 		}
@@ -135,7 +143,7 @@ func publishTurns(bus event.Publisher, session, instanceID string) func(agent.Pr
 // trajectories.jsonl keep of a trajectory: its end and every turn, without
 // the token ids (rollouts.jsonl packs those with their logprobs).
 func TrajectoryRecord(tr agent.Trajectory) *event.Trajectory {
-	rec := &event.Trajectory{End: string(tr.End), Detail: tr.Detail, Turns: make([]event.Turn, len(tr.Turns))}
+	rec := &event.Trajectory{End: tr.End, Detail: tr.Detail, Turns: make([]event.Turn, len(tr.Turns))}
 	for i, t := range tr.Turns {
 		// A conversion, not a copy field by field: it compiles only while
 		// the two types have the same fields, so none is dropped unseen.
@@ -160,7 +168,7 @@ func (ws *Workspace) AgentWarmStartTexts(ctx context.Context, tokenizerTexts []s
 		if in.Patch == "" {
 			continue
 		}
-		p, err := train.AgentPromptOf(ctx, ws.Prompter, ws.Chat, in)
+		p, err := prompt.AgentPromptOf(ctx, ws.Prompter, ws.Chat, in)
 		if err != nil {
 			return nil, err
 		}
@@ -195,18 +203,18 @@ func (ws *Workspace) agentSFTExamples(ctx context.Context) ([]train.SFTExample, 
 	}
 	play := func(ctx context.Context, i int) (agent.Trajectory, error) {
 		in := ws.Tasks[i]
-		text, err := train.AgentPromptOf(ctx, ws.Prompter, ws.Chat, in)
+		text, err := prompt.AgentPromptOf(ctx, ws.Prompter, ws.Chat, in)
 		if err != nil {
 			return agent.Trajectory{}, err
 		}
 		ids := prompt.Fit(ws.Tok.Encode(text), c.Model.Context, c.Sample.MaxNewTokens)
-		s, err := agent.OpenTask(ctx, pool, in, c.Sandbox.User, time.Duration(c.Agent.SessionMinutes)*time.Minute)
+		s, err := agent.OpenTask(ctx, pool, in, agent.SessionOptionsOf(c))
 		if err != nil {
 			if ctx.Err() != nil {
 				return agent.Trajectory{}, ctx.Err()
 			}
 			// The sandbox's, not the task's: one task fewer to learn from.
-			return agent.Trajectory{End: agent.EndContainer, Detail: err.Error()}, nil
+			return agent.Trajectory{End: event.EndContainer, Detail: err.Error()}, nil
 		}
 		defer s.Close()
 		tr, err := agent.Episode{Session: s, Sampler: &agent.Scripted{Tok: ws.Tok, Chat: ws.Chat, Replies: ws.expertReplies(i)},
@@ -237,12 +245,12 @@ func (ws *Workspace) agentSFTExamples(ctx context.Context) ([]train.SFTExample, 
 			return nil, "", err
 		}
 		for j, tr := range trs {
-			if tr.End == agent.EndContainer {
+			if tr.End == event.EndContainer {
 				lost++
 				lostWhy = tr.Detail
 				continue
 			}
-			if tr.End != agent.EndSubmitted {
+			if tr.End != event.EndSubmitted {
 				left++
 				continue
 			}

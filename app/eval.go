@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"golang.org/x/sync/errgroup"
-	"time"
 
 	"github.com/swetui/swetui/agent"
 	"github.com/swetui/swetui/config"
@@ -107,7 +106,7 @@ func (e *Eval) PredictAgent(ctx context.Context, runID string, opts train.Sample
 		return ss[0], nil
 	})
 	for _, in := range ws.Tasks {
-		text, err := train.AgentPromptOf(ctx, ws.Prompter, ws.Chat, in)
+		text, err := prompt.AgentPromptOf(ctx, ws.Prompter, ws.Chat, in)
 		if err != nil {
 			return err
 		}
@@ -116,7 +115,7 @@ func (e *Eval) PredictAgent(ctx context.Context, runID string, opts train.Sample
 		g, gctx := errgroup.WithContext(ctx)
 		for i := range trs {
 			g.Go(func() error {
-				s, err := agent.OpenTask(gctx, pool, in, c.Sandbox.User, time.Duration(c.Agent.SessionMinutes)*time.Minute)
+				s, err := agent.OpenTask(gctx, pool, in, agent.SessionOptionsOf(c))
 				if err != nil {
 					return err
 				}

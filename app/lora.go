@@ -124,6 +124,56 @@ func LoadMerged(dir string, tok *model.Tokenizer) (*model.Model, error) {
 	return base, nil
 }
 
+// Merged is what Merge folded: the adapter folder, its base, the adapters'
+// count, rank and alpha, and the dtype written.
+type Merged struct {
+	Adapter, Base string
+	Adapters      int
+	Rank          int
+	Alpha         float64
+	Dtype         string
+}
+
+// Merge folds the adapters of the folder adapter into its base model
+// (base, or the one adapter_config.json names) and saves the merged
+// weights to out as a full checkpoint in the base's layout (dtype, "" for
+// the base's; chat template and end-token files) that vLLM, transformers
+// and model.init_ckpt load.
+func Merge(adapter, base, dtype, out string) (Merged, error) {
+	dir := ModelDir(adapter)
+	if !model.IsAdapter(dir) {
+		return Merged{}, fmt.Errorf("%s holds no adapter_config.json: not a LoRA adapter folder", adapter)
+	}
+	if base == "" {
+		if base = BaseDir(dir); base == dir {
+			return Merged{}, fmt.Errorf("%s names no base model: give it with --base", dir)
+		}
+	}
+	ck, err := model.Load(ModelDir(base), nil)
+	if err != nil {
+		return Merged{}, fmt.Errorf("base model: %w", err)
+	}
+	a, err := model.LoadAdapter(dir, ck.Model)
+	if err != nil {
+		return Merged{}, err
+	}
+	if err := a.LoRA.Merge(ck.Model, ck.Model); err != nil {
+		return Merged{}, err
+	}
+	format, err := model.FormatOf(ModelDir(base), dtype)
+	if err != nil {
+		return Merged{}, err
+	}
+	tok := ck.Tokenizer
+	if a.Tokenizer != nil {
+		tok = a.Tokenizer
+	}
+	if err := model.Save(out, model.Checkpoint{Model: ck.Model, Tokenizer: tok, Format: format}); err != nil {
+		return Merged{}, err
+	}
+	return Merged{Adapter: dir, Base: ModelDir(base), Adapters: len(a.LoRA.Base), Rank: a.LoRA.Cfg.Rank, Alpha: a.LoRA.Cfg.Alpha, Dtype: string(format.Dtype)}, nil
+}
+
 // Workload is what opening pol on a device with activations act will hold.
 func (ws *Workspace) Workload(cfg model.Config, act cuda.DType, lora *model.LoRA, withRef bool) cuda.Workload {
 	var lc *model.LoRAConfig

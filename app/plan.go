@@ -19,6 +19,10 @@ type PlanOptions struct {
 	// Eval plans `swetui eval` sampling Eval replies a task instead of a
 	// training run: no gradients, moments, adapters or reference.
 	Eval int
+	// GPUs plans one GPU of a data-parallel run on this many (0 or 1:
+	// one device); model.shard_optimizer says whether the moments are
+	// sharded across them.
+	GPUs int
 }
 
 // PlanWorkload is what a run of cfg would hold on a device (bf16
@@ -38,6 +42,7 @@ func PlanWorkload(cfg config.Config, o PlanOptions) (w cuda.Workload, what strin
 	if o.Eval > 0 {
 		w.Inference, w.Completions, w.LoRA, w.Reference, w.Snapshots = true, o.Eval, nil, false, 0
 	}
+	w.GPUs, w.ShardOptimizer = o.GPUs, cfg.Model.ShardOptimizer
 	return w, what, nil
 }
 

@@ -121,6 +121,7 @@ type Opened struct {
 	Ref    train.Reference // nil without a reference
 	Host   *policy.Model
 	Device string         // where it runs, for the logs and the header
+	Plan   string         // the device's memory plan, "" on the CPU
 	Sync   func() error   // device weights -> Host.Model (a no-op on the CPU)
 	Dev    *policy.Device // the device policy, nil on the CPU
 	Close  func()
@@ -140,12 +141,8 @@ func (ws *Workspace) OpenPolicy(ctx context.Context, pol *policy.Model, ref *pol
 		return nil, err
 	}
 	dp.Format = pol.Format
-	where := dp.P.Engine.Device().Info().String()
-	if dp.P.Engine.Device().Info().Kind == "cpu" {
-		where = "the device engine on its CPU kernels"
-	}
-	o := &Opened{Policy: dp, Store: dp, Host: pol, Dev: dp, Device: where, Close: closeDev,
-		Sync: func() error { return dp.P.Sync(pol.Model) }}
+	o := &Opened{Policy: dp, Store: dp, Host: pol, Dev: dp, Device: dp.Where(), Plan: ws.Plan.String(), Close: closeDev,
+		Sync: func() error { return dp.SyncInto(pol.Model, nil) }}
 	if !pol.Model.HasWeights() && pol.LoRA() == nil {
 		o.Sync = func() error { return nil } // streamed: checkpoints read the device (deviceCheckpoint)
 	}
@@ -159,6 +156,9 @@ func (ws *Workspace) OpenPolicy(ctx context.Context, pol *policy.Model, ref *pol
 // model.device (bf16 activations, fp32 master weights): the GPU path. close
 // frees the device.
 func (ws *Workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *policy.ModelReference) (dp *policy.Device, close func(), err error) {
+	if _, ords, all, err := cuda.ParseDevices(ws.Cfg.Model.Device); err == nil && (all || len(ords) > 1) {
+		return ws.dataParallelPolicy(ctx, pol, ref)
+	}
 	dev, err := OpenDevice(ctx, ws.Cfg)
 	if err != nil {
 		return nil, nil, err
@@ -210,4 +210,100 @@ func (ws *Workspace) devicePolicy(ctx context.Context, pol *policy.Model, ref *p
 	}
 	dp.Ref = &policy.DeviceReference{R: r}
 	return dp, func() { r.Engine.Close(); p.Close(); dev.Close() }, nil
+}
+
+// OpenGPUs opens the GPUs of a model.device that lists several (or
+// cuda:all); tests put emulated ones here.
+var OpenGPUs = func(ctx context.Context, cfg config.Config) ([]*cuda.CUDADevice, error) {
+	return cuda.OpenGPUs(ctx, cfg.Model.Device, cfg.Model.CUDALibs)
+}
+
+// dataParallelPolicy is devicePolicy on several GPUs: a replica on each
+// (cuda.DataParallel), the optimiser's moments sharded across them with
+// model.shard_optimizer (ZeRO-1), the plan checked against each GPU's
+// free memory. The KL reference lives on the first GPU: a full copy
+// there, or with LoRA the first replica's base.
+func (ws *Workspace) dataParallelPolicy(ctx context.Context, pol *policy.Model, ref *policy.ModelReference) (dp *policy.Device, close func(), err error) {
+	devs, err := OpenGPUs(ctx, ws.Cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeDevs := func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}
+	lora := pol.LoRA()
+	w := ws.Workload(pol.Model.Cfg, cuda.BF16, lora, ref != nil)
+	w.GPUs, w.ShardOptimizer = len(devs), ws.Cfg.Model.ShardOptimizer && ws.SampleOnly == 0
+	if ws.SampleOnly > 0 {
+		w.Inference, w.Completions = true, ws.SampleOnly
+	}
+	free, where := int64(0), ""
+	for i, d := range devs {
+		if f := int64(d.Info().FreeBytes); i == 0 || f < free {
+			free, where = f, d.Info().String()
+		}
+	}
+	if ws.Cfg.Model.Recompute == "auto" {
+		w = cuda.AutoRecompute(w, free)
+	}
+	if ws.Plan, err = cuda.Check(w, free, where); err != nil {
+		closeDevs()
+		return nil, nil, err
+	}
+	comms, err := cuda.OpenComms(devs, &cuda.Loader{ConfigDirs: ws.Cfg.Model.CUDALibs})
+	if err != nil {
+		closeDevs()
+		return nil, nil, err
+	}
+	o := cuda.Options{Act: cuda.BF16, LoRA: lora, MicroTokens: ws.Cfg.Model.MicroTokens, Source: ws.Source, Recompute: w.Recompute}
+	var par *cuda.DataParallel
+	if ws.SampleOnly > 0 {
+		ranks := make([]*cuda.Policy, len(devs))
+		for r, d := range devs {
+			if ranks[r], err = cuda.NewSampler(d, pol.Base(), o, pol.Temp, pol.StopTokens(), uint64(ws.Cfg.Run.Seed)+uint64(r)); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			par, err = cuda.NewDataParallel(ranks, comms)
+		}
+		if err != nil {
+			for _, p := range ranks {
+				if p != nil {
+					p.Close()
+				}
+			}
+		}
+	} else {
+		par, err = cuda.NewDataParallelPolicy(comms, pol.Base(), o, pol.Optim, pol.Schedule, pol.GradClip, pol.StopTokens(),
+			uint64(ws.Cfg.Run.Seed), w.ShardOptimizer)
+	}
+	if err != nil {
+		comms.Close()
+		closeDevs()
+		return nil, nil, err
+	}
+	for _, p := range par.Ranks {
+		p.Temp = pol.Temp
+		p.TurnSlots = w.Completions
+	}
+	p := par.Ranks[0]
+	dp = &policy.Device{P: p, DP: par, Host: pol.Base(), Tokenizer: ws.Tok, BasePath: pol.BasePath()}
+	closeAll := func() { par.Close(); closeDevs() }
+	if ref == nil {
+		return dp, closeAll, nil
+	}
+	if lora != nil {
+		dp.Ref = &policy.DeviceReference{R: cuda.BaseReference(p, ref.Temp)}
+		return dp, closeAll, nil
+	}
+	r, err := cuda.NewReference(devs[0], ref.Model, o, ref.Temp)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	dp.Ref = &policy.DeviceReference{R: r}
+	return dp, func() { r.Engine.Close(); closeAll() }, nil
 }

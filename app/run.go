@@ -69,7 +69,7 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 	}
 	deps := train.Deps{Policy: pol, Tokenizer: ws.Tok, Scorer: scorer,
 		Prompter: ws.Prompter, Chat: ws.Chat, Tasks: ws.Tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
-		BLAS: model.BLASName(), Hosts: sandbox.ParseHosts(cfg.Sandbox.Hosts).Shown()}
+		Build: model.BLASName(), Hosts: sandbox.ParseHosts(cfg.Sandbox.Hosts).Shown()}
 	// Without a KL term (grpo.kl_coef = 0) no reference is kept: no copy of
 	// the weights, none in checkpoints.
 	var ref *policy.ModelReference
@@ -96,8 +96,8 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 		if dp.Ref != nil {
 			deps.Reference = dp.Ref
 		}
-		deps.BLAS += " · warm start and GRPO on " + on.Device
-		planNote = fmt.Sprintf("memory plan on %s:\n%s", on.Device, ws.Plan)
+		deps.Device = on.Device
+		planNote = fmt.Sprintf("memory plan on %s:\n%s", on.Device, on.Plan)
 	}
 	if cfg.Run.SFTFirst && cfg.Model.InitCkpt == "" {
 		stage, err := NewSFTStage(ws, pol, ref)
@@ -110,7 +110,7 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 		deps.Warmup = stage
 	}
 	if l := pol.LoRA(); l != nil {
-		deps.BLAS += fmt.Sprintf(" · LoRA rank %d", l.Cfg.Rank)
+		deps.LoRARank = l.Cfg.Rank
 	}
 	if cfg.Rollout.Mode == config.RolloutAgent {
 		if dockerErr != nil {
@@ -119,7 +119,7 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 		ar := ws.agentRollouts(pool, scorer)
 		ar.bus = bus // the console shows each trajectory's turns as they are played
 		deps.Agent = ar
-		deps.BLAS += " · agent mode"
+		deps.Mode = config.RolloutAgent
 		r.note(event.Info, fmt.Sprintf("agent mode: each rollout works in its own session, up to agent.turns = %d replies of one ```bash block, "+
 			"%d s a command; its diff is graded in a fresh sandbox (docs/agent.md)", cfg.Agent.Turns, cfg.Agent.CommandTimeoutS))
 	}

@@ -16,10 +16,10 @@ import (
 // commit, the test patch's files absent, the pool's confinement and
 // labels.
 func ServeSessions(cfg config.Config, pool *sandbox.Pool) serve.SessionOpener {
-	life := time.Duration(cfg.Agent.SessionMinutes) * time.Minute
+	opts := agent.SessionOptionsOf(cfg)
 	maxOut, maxDiff := cfg.Serve.ExecOutputKB<<10, cfg.Reward.MaxPatchKB<<10
 	return func(ctx context.Context, in *task.Instance) (serve.Session, error) {
-		s, err := agent.OpenTask(ctx, pool, in, cfg.Sandbox.User, life)
+		s, err := agent.OpenTask(ctx, pool, in, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -38,7 +38,7 @@ type servedSession struct {
 func (s servedSession) Exec(ctx context.Context, command string, timeout time.Duration) (serve.ExecResponse, error) {
 	r, err := s.s.Exec(ctx, command, sandbox.ExecOptions{Timeout: timeout, MaxOutput: s.maxOut})
 	return serve.ExecResponse{ExitCode: r.ExitCode, Output: r.Output, OutputBytes: r.Bytes, OutputCut: r.Bytes > int64(s.maxOut),
-		TimedOut: r.TimedOut, DurationS: r.Duration.Seconds()}, err
+		OutputOmitted: r.Omitted, TimedOut: r.TimedOut, DurationS: r.Duration.Seconds()}, err
 }
 
 func (s servedSession) Diff(ctx context.Context) (string, error) {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/internal/durable"
 	"github.com/swetui/swetui/model"
-	"github.com/swetui/swetui/model/cuda"
 	"github.com/swetui/swetui/policy"
 	"github.com/swetui/swetui/train"
 	"github.com/swetui/swetui/warmstart"
@@ -51,7 +51,7 @@ type PartialState struct {
 
 const PartialStateFile = "state.json"
 
-func (ws *Workspace) PartialSFTDir() string { return ws.SFTDir() + "-partial" }
+func (ws *Workspace) PartialSFTDir() string { return history.PartialOf(ws.SFTDir()) }
 
 // NewSFTStage finds where the warm start stands.
 func NewSFTStage(ws *Workspace, pol *policy.Model, ref *policy.ModelReference) (*SFTStage, error) {
@@ -155,7 +155,7 @@ func (s *SFTStage) Run(ctx context.Context, h train.WarmupHooks) error {
 
 // sync brings the device's warm-start weights and moments back into
 // sftPol (for its checkpoints), whichever optimiser the device holds now.
-func (s *SFTStage) sync() error { return s.dev.P.Engine.Download(s.sftPol.Model, s.sftPol.Optim) }
+func (s *SFTStage) sync() error { return s.dev.SyncInto(s.sftPol.Model, s.sftPol.Optim) }
 
 // finish makes the warmed-up policy the reference too, where there is one
 // (none when grpo.kl_coef is 0), and gives GRPO fresh moments. On a device
@@ -173,13 +173,10 @@ func (s *SFTStage) finish() error {
 	if !s.loaded {
 		return s.dev.Restart()
 	}
-	if err := s.dev.P.Load(s.pol.Model, s.dev.P.Optim); err != nil {
+	if err := s.dev.LoadModel(s.pol.Model, s.dev.Optim()); err != nil {
 		return err
 	}
-	if s.dev.Ref == nil {
-		return nil
-	}
-	return s.dev.Ref.R.Engine.Upload(s.pol.Model)
+	return s.dev.UploadReference(s.pol.Model)
 }
 
 // Save implements train.Warmup: the warm start's weights, optimiser and
@@ -208,7 +205,7 @@ func SavePartialSFT(ctx context.Context, store train.Store, dir string, st Parti
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("save warm start: %w", err)
 	}
-	tmp, err := os.MkdirTemp(parent, ".sft-partial-")
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+"-")
 	if err != nil {
 		return fmt.Errorf("save warm start: %w", err)
 	}
@@ -318,8 +315,7 @@ func (ws *Workspace) SFT(ctx context.Context, pol *Opened, dir string, start int
 	}
 	ck := model.Checkpoint{Model: pol.Host.Model, Tokenizer: ws.Tok, Format: pol.Host.Format}
 	if pol.Dev != nil && !pol.Host.Model.HasWeights() { // streamed from the device a tensor at a time
-		e := pol.Dev.P.Engine
-		ck.ReadWeight = func(i int, dst []float32) error { return e.ReadParam(i, cuda.Weights, dst) }
+		ck.ReadWeight = pol.Dev.ReadWeight
 	}
 	if err := model.Save(dir, ck); err != nil {
 		return res, err
@@ -346,5 +342,5 @@ func (ws *Workspace) SFTDir() string {
 	if ws.Cfg.SFT.Out != "" {
 		return ws.Cfg.SFT.Out
 	}
-	return filepath.Join(ws.Cfg.Run.OutDir, "sft")
+	return history.RunDir(ws.Cfg.Run.OutDir).SFT()
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/internal/durable"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
@@ -25,7 +26,7 @@ type Workspace struct {
 	Cfg      config.Config
 	Tasks    []*task.Instance
 	Repos    map[string]string // instance id -> host repository (mini suite, or reward.repos_dir clones)
-	Prompter train.Prompter    // newPrompter's
+	Prompter prompt.Prompter   // newPrompter's
 	Tok      *model.Tokenizer
 	// chat is the format prompts are written in: model.init_ckpt's own
 	// chat template when it is a Hugging Face folder, else ChatML.
@@ -86,7 +87,7 @@ func promptBudget(cfg config.Config) int {
 
 // newPrompter builds data.prompt's prompter; count is the run's token
 // count (nil: an estimate).
-func (ws *Workspace) newPrompter(count func(string) int) train.Prompter {
+func (ws *Workspace) newPrompter(count func(string) int) prompt.Prompter {
 	rp := prompt.Repo{Setting: ws.Cfg.Data.Prompt, Budget: promptBudget(ws.Cfg), Count: count, Chat: ws.Chat,
 		RepoDir: func(ctx context.Context, in *task.Instance) (string, error) {
 			if dir, ok := ws.Repos[in.InstanceID]; ok {
@@ -157,7 +158,7 @@ func (ws *Workspace) HeldoutExamples(ctx context.Context) ([]train.SFTExample, e
 func (ws *Workspace) loadTokenizer(ctx context.Context) error {
 	path := ws.Cfg.Model.Tokenizer
 	if dir, ok := HFFolder(ws.Cfg.Model.InitCkpt); ok && path == "" {
-		if err := ws.loadTokenizerFile(filepath.Join(dir, "tokenizer.json")); err != nil {
+		if err := ws.loadTokenizerFile(filepath.Join(dir, model.TokenizerFile)); err != nil {
 			return err
 		}
 		chat, err := prompt.LoadChatFormat(dir, ws.Tok)
@@ -168,7 +169,7 @@ func (ws *Workspace) loadTokenizer(ctx context.Context) error {
 		return nil
 	}
 	if path == "" {
-		path = filepath.Join(ws.Cfg.Run.OutDir, "tokenizer.json")
+		path = history.RunDir(ws.Cfg.Run.OutDir).Tokenizer()
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			return ws.trainTokenizer(ctx, path)
 		}
@@ -185,7 +186,7 @@ func HFFolder(initCkpt string) (string, bool) {
 		return "", false
 	}
 	dir := ModelDir(initCkpt)
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, model.TokenizerFile)); err != nil {
 		return "", false
 	}
 	return dir, true

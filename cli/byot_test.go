@@ -149,19 +149,25 @@ func byotDataset(t *testing.T, reposDir, owner string) []minimalInstance {
 // writeDataset writes instances as a .jsonl dataset and returns its path.
 func writeDataset(t *testing.T, insts []minimalInstance) string {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "tasks.jsonl")
+	writeJSONL(t, path, insts)
+	return path
+}
+
+// writeJSONL writes items to path, one JSON object a line.
+func writeJSONL[T any](t *testing.T, path string, items []T) {
+	t.Helper()
 	var lines []string
-	for _, in := range insts {
-		b, err := json.Marshal(in)
+	for _, it := range items {
+		b, err := json.Marshal(it)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lines = append(lines, string(b))
 	}
-	path := filepath.Join(t.TempDir(), "tasks.jsonl")
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path
 }
 
 // localDocker connects to the local engine, skipping the test when it does

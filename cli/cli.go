@@ -248,12 +248,19 @@ func configRun(ctx context.Context, env Env, cfg config.Config) error {
 func versionRun(ctx context.Context, env Env, cfg config.Config) error {
 	device := "cpu"
 	if cfg.Model.Device != "cpu" {
-		dev, err := cuda.Open(ctx, cfg.Model.Device, cfg.Model.CUDALibs)
+		devs, err := cuda.OpenGPUs(ctx, cfg.Model.Device, cfg.Model.CUDALibs)
 		if err != nil {
 			return err
 		}
-		device = dev.Info().String()
-		dev.Close()
+		var names []string
+		for _, d := range devs {
+			names = append(names, d.Info().String())
+			d.Close()
+		}
+		device = strings.Join(names, "; ")
+		if len(names) > 1 {
+			device = fmt.Sprintf("%d GPUs, data-parallel: %s", len(names), device)
+		}
 	}
 	fmt.Fprintf(env.Stdout, "swetui %s\n", Version)
 	fmt.Fprintf(env.Stdout, "build %s, device %s\n", model.BLASName(), device)

@@ -90,8 +90,8 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	if n := app.ContextNote(ev.Model); n != "" {
 		fmt.Fprintf(env.Stderr, "eval: %s\n", n)
 	}
-	if ev.Policy.Dev != nil {
-		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.Plan)
+	if ev.Policy.Plan != "" {
+		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ev.Policy.Plan)
 	}
 	f, err := os.Create(o.Out)
 	if err != nil {
@@ -175,7 +175,7 @@ func evalAgent(ctx context.Context, env Env, o evalOptions, ev *app.Eval, opts t
 	}
 	defer trajs.Close()
 	name := filepath.Base(filepath.Clean(o.Ckpt))
-	ends := map[agent.End]int{}
+	ends := map[event.End]int{}
 	bar := newProgress(env, len(ev.Workspace.Tasks))
 	runID := "eval-" + time.Now().Format("20060102-150405-") + sandbox.NewNonce()[:6]
 	var all []app.Prediction
@@ -204,7 +204,7 @@ func evalAgent(ctx context.Context, env Env, o evalOptions, ev *app.Eval, opts t
 		return fmt.Errorf("eval: %w", err)
 	}
 	var said []string
-	for _, e := range []agent.End{agent.EndSubmitted, agent.EndTurnLimit, agent.EndContextFull, agent.EndTimeoutBudget, agent.EndContainer} {
+	for _, e := range event.TrajectoryEnds {
 		if ends[e] > 0 {
 			said = append(said, fmt.Sprintf("%s %d", e, ends[e]))
 		}

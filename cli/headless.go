@@ -3,10 +3,12 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/ui"
 )
 
 // printEvents is the headless console: one line per step, phase change,
@@ -28,7 +30,7 @@ func eventLine(ev event.Event, elapsed time.Duration) string {
 	ts := fmt.Sprintf("[%s]", formatElapsed(elapsed))
 	switch e := ev.(type) {
 	case event.RunInfo:
-		return fmt.Sprintf("%s run %q: phase %s (auto %v), G=%d, max %d steps, out %s, blas %s", ts, e.Name, e.Phase, e.Auto, e.GroupSize, e.MaxSteps, e.OutDir, e.BLAS)
+		return fmt.Sprintf("%s run %q: phase %s (auto %v), G=%d, max %d steps, out %s, %s", ts, e.Name, e.Phase, e.Auto, e.GroupSize, e.MaxSteps, e.OutDir, ui.RunWhere(e))
 	case event.StageChanged:
 		if e.Progress > 0 && e.Progress < 1 {
 			return "" // the warm start's steps say it (SFTStep)
@@ -54,6 +56,19 @@ func eventLine(ev event.Event, elapsed time.Duration) string {
 		m := e.Metrics
 		return fmt.Sprintf("%s step %d %-10s reward %.3f (max %.2f) valid %.2f applied %.2f resolved %.2f kl %.4f loss %+.4f zero-std %.2f infra %d  %.1fs",
 			ts, e.Step, e.Phase, m.RewardMean, m.RewardMax, m.SyntaxRate, m.ApplyRate, m.ResolvedRate, m.KL, m.Loss, m.FracZeroStd, m.InfraFailures, e.Duration.Seconds())
+	case event.GPUs:
+		// Totals since the start: a log reader takes the differences.
+		var parts []string
+		for _, g := range e.Shares {
+			id, _, _ := strings.Cut(g.Device, " ")
+			part := fmt.Sprintf("%s %d sampled, sample %.1fs, train %.1fs, collective %.1fs", id, g.Samples,
+				g.Sample.Seconds(), g.Train.Seconds(), g.Collective.Seconds())
+			if g.MemTotal > 0 {
+				part += fmt.Sprintf(", %.1f/%.1f GiB", float64(g.MemUsed)/(1<<30), float64(g.MemTotal)/(1<<30))
+			}
+			parts = append(parts, part)
+		}
+		return fmt.Sprintf("%s gpus after step %d: %s", ts, e.Step, strings.Join(parts, "; "))
 	case event.PhaseChanged:
 		how := "operator"
 		if e.Auto {

@@ -51,20 +51,6 @@ func TestPrintEventsDrainsUntilClosed(t *testing.T) {
 	}
 }
 
-func TestKindOf(t *testing.T) {
-	tests := []struct {
-		ev   event.Event
-		want string
-	}{
-		{event.StepFinished{}, "step_finished"}, {event.SFTStep{}, "sft_step"}, {event.RunInfo{}, "run_info"}, {event.Message{}, "message"},
-	}
-	for _, tt := range tests {
-		if got := kindOf(tt.ev); got != tt.want {
-			t.Errorf("kindOf(%T) = %q, want %q", tt.ev, got, tt.want)
-		}
-	}
-}
-
 // TestMessagePrinter: score prints the pool's messages, and only those.
 func TestMessagePrinter(t *testing.T) {
 	var buf bytes.Buffer

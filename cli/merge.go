@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/swetui/swetui/app"
-	"github.com/swetui/swetui/model"
 )
 
 // mergeOptions are `swetui merge`'s inputs.
@@ -41,40 +40,11 @@ func newMergeOptions(env Env, args []string) (mergeOptions, error) {
 // the base's layout (dtype, chat template and end-token files) that vLLM,
 // transformers and model.init_ckpt load.
 func mergeRun(ctx context.Context, env Env, o mergeOptions) error {
-	dir := app.ModelDir(o.Adapter)
-	if !model.IsAdapter(dir) {
-		return fmt.Errorf("merge: %s holds no adapter_config.json: not a LoRA adapter folder", o.Adapter)
-	}
-	base := o.Base
-	if base == "" {
-		base = app.BaseDir(dir)
-		if base == dir {
-			return fmt.Errorf("merge: %s names no base model: give it with --base", dir)
-		}
-	}
-	ck, err := model.Load(app.ModelDir(base), nil)
+	m, err := app.Merge(o.Adapter, o.Base, o.Dtype, o.Out)
 	if err != nil {
-		return fmt.Errorf("merge: base model: %w", err)
-	}
-	a, err := model.LoadAdapter(dir, ck.Model)
-	if err != nil {
-		return fmt.Errorf("merge: %w", err)
-	}
-	if err := a.LoRA.Merge(ck.Model, ck.Model); err != nil {
-		return fmt.Errorf("merge: %w", err)
-	}
-	format, err := model.FormatOf(app.ModelDir(base), o.Dtype)
-	if err != nil {
-		return fmt.Errorf("merge: %w", err)
-	}
-	tok := ck.Tokenizer
-	if a.Tokenizer != nil {
-		tok = a.Tokenizer
-	}
-	if err := model.Save(o.Out, model.Checkpoint{Model: ck.Model, Tokenizer: tok, Format: format}); err != nil {
 		return fmt.Errorf("merge: %w", err)
 	}
 	fmt.Fprintf(env.Stdout, "merged %d adapters (rank %d, alpha %g) of %s into %s: %s (%s)\n",
-		len(a.LoRA.Base), a.LoRA.Cfg.Rank, a.LoRA.Cfg.Alpha, dir, app.ModelDir(base), o.Out, format.Dtype)
+		m.Adapters, m.Rank, m.Alpha, m.Adapter, m.Base, o.Out, m.Dtype)
 	return nil
 }

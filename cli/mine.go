@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/swetui/swetui/config"
@@ -154,57 +153,38 @@ func mineRun(ctx context.Context, env Env, o mineOptions) error {
 	ev := &reward.PoolEvaluator{Pool: pool, Timeout: o.EvalTimeout}
 
 	// Candidates are verified a batch of sandbox.workers at a time, newest
-	// first; the kept ones are the first --max in that order, whatever
-	// order the batch finished in.
-	par := max(cfg.Sandbox.Workers, 1)
-	var kept []mine.Record
-	for lo := 0; lo < len(recs) && (o.Max == 0 || len(kept) < o.Max); lo += par {
-		hi := min(lo+par, len(recs))
-		outs := make([]mine.Outcome, hi-lo)
-		var wg sync.WaitGroup
-		for i := lo; i < hi; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				outs[i-lo] = mine.Verify(ctx, ev, recs[i], img.Name)
-			}()
-		}
-		wg.Wait()
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("mine: %w", err)
-		}
-		for i := lo; i < hi; i++ {
-			out, r := outs[i-lo], recs[i]
-			sum.Verified++
-			line := fmt.Sprintf("[%d/%d] %s %s (%d eval(s), %.1fs): ", i+1, len(recs), r.InstanceID, subject(r.ProblemStatement),
-				out.Evals, out.Duration.Seconds())
-			switch {
-			case out.Kept() && (o.Max == 0 || len(kept) < o.Max):
-				r.FailToPass, r.PassToPass = out.FailToPass, out.PassToPass
-				kept = append(kept, r)
-				sum.Kept++
-				if len(cands[i].Packaging) > 0 {
-					sum.Packaging++
-				}
-				line += fmt.Sprintf("kept, %d FAIL_TO_PASS, %d PASS_TO_PASS", len(out.FailToPass), len(out.PassToPass))
-				if len(cands[i].Packaging) > 0 {
-					line += ", patch changes " + strings.Join(cands[i].Packaging, " ")
-				}
-				if len(out.Undone) > 0 {
-					line += ", gold patch flagged " + strings.Join(out.Undone, " ") + " (undone by the reset, not penalised)"
-				}
-			case out.Kept():
-				line += "past --max"
-				sum.Verified--
-			default:
-				sum.Skipped[out.Skip]++
-				line += "skipped: " + out.Skip
-				if out.Detail != "" {
-					line += " (" + truncate(out.Detail, 120) + ")"
-				}
+	// first; the kept ones are the first --max in that order.
+	kept, err := mine.VerifyAll(ctx, ev, recs, img.Name, cfg.Sandbox.Workers, o.Max, func(i int, r mine.Record, out mine.Outcome, keep bool) {
+		sum.Verified++
+		line := fmt.Sprintf("[%d/%d] %s %s (%d eval(s), %.1fs): ", i+1, len(recs), r.InstanceID, subject(r.ProblemStatement),
+			out.Evals, out.Duration.Seconds())
+		switch {
+		case keep:
+			sum.Kept++
+			if len(cands[i].Packaging) > 0 {
+				sum.Packaging++
 			}
-			fmt.Fprintln(env.Stderr, line)
+			line += fmt.Sprintf("kept, %d FAIL_TO_PASS, %d PASS_TO_PASS", len(out.FailToPass), len(out.PassToPass))
+			if len(cands[i].Packaging) > 0 {
+				line += ", patch changes " + strings.Join(cands[i].Packaging, " ")
+			}
+			if len(out.Undone) > 0 {
+				line += ", gold patch flagged " + strings.Join(out.Undone, " ") + " (undone by the reset, not penalised)"
+			}
+		case out.Kept():
+			line += "past --max"
+			sum.Verified--
+		default:
+			sum.Skipped[out.Skip]++
+			line += "skipped: " + out.Skip
+			if out.Detail != "" {
+				line += " (" + truncate(out.Detail, 120) + ")"
+			}
 		}
+		fmt.Fprintln(env.Stderr, line)
+	})
+	if err != nil {
+		return fmt.Errorf("mine: %w", err)
 	}
 	if err := writeRecords(o.Out, kept); err != nil {
 		return err

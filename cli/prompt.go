@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
 )
@@ -56,7 +56,7 @@ func promptRun(ctx context.Context, env Env, o promptOptions) error {
 	if cfg.Model.Tokenizer == "" {
 		// The tokenizer a run would train or take from the shipped warm
 		// start, without leaving it in run.out_dir.
-		if _, err := os.Stat(filepath.Join(cfg.Run.OutDir, "tokenizer.json")); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(history.RunDir(cfg.Run.OutDir).Tokenizer()); errors.Is(err, os.ErrNotExist) {
 			tmp, err := os.MkdirTemp("", "swetui-prompt-")
 			if err != nil {
 				return fmt.Errorf("prompt: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/train"
 	"github.com/swetui/swetui/ui"
 )
@@ -51,9 +52,11 @@ func runRun(ctx context.Context, env Env, o runOptions) error {
 	sub := bus.Subscribe(train.EventBuffer)
 	// events.jsonl and the exit summary read their own subscription.
 	recordSub := bus.Subscribe(train.EventBuffer)
-	recorded := make(chan runSummary, 1)
+	recorded := make(chan history.RunSummary, 1)
 	go func() {
-		sum, err := recordEvents(cfg.Run.OutDir, recordSub.Events(), time.Now())
+		start := time.Now()
+		sum, err := history.RecordEvents(history.RunDir(cfg.Run.OutDir), recordSub.Events(),
+			func(ev event.Event) string { return eventLine(ev, time.Since(start)) })
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "swetui run: %v\n", err)
 		}

@@ -139,7 +139,7 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 	} else {
 		opts.Pool = pool
 		if cfg.Serve.MaxSessions > 0 {
-			opts.OpenSession, opts.Sessions = app.ServeSessions(cfg, pool), serve.SessionsFromConfig(cfg.Serve)
+			opts.OpenSession, opts.Sessions = app.ServeSessions(cfg, pool), serve.SessionsFromConfigs(cfg.Serve, cfg.Agent)
 		}
 		if n := pool.Reaped(); n > 0 {
 			docker += fmt.Sprintf(", reaped %d containers left by earlier runs", n)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -358,5 +359,76 @@ func BenchmarkServeSessionsHeld(b *testing.B) {
 			// with it the metrics reported before.
 			b.ReportMetric(opened.Seconds(), "s-to-open-all")
 		})
+	}
+}
+
+// Timeouts bind and DELETE ends a session now, through the real server
+// and Docker: timeout_s 1e300 is the cap (not an overflow that kills at
+// once); a client that disconnects right after sending has its command
+// killed within a second; a command never comes back timed out with its
+// own exit code; DELETE answers at once while a command runs, which
+// answers 410.
+func TestServeSessionTimeoutsAndDelete(t *testing.T) {
+	serveDocker(t)
+	srv := startServe(t)
+	in := miniTasks(t)[0]
+	var open serve.OpenResponse
+	if code, body := call(t, "POST", srv.url+"/v1/sessions", serve.OpenRequest{InstanceID: in.InstanceID}, &open); code != 201 {
+		t.Fatalf("open: %d %s", code, body)
+	}
+	execURL := srv.url + "/v1/sessions/" + open.SessionID + "/exec"
+	for _, body := range []string{`{"command": "sleep 1; echo ok", "timeout_s": 1e300}`, `{"command": "sleep 1; echo ok", "timeout_s": 1e10}`} {
+		var out serve.ExecResponse
+		code, b := call(t, "POST", execURL, json.RawMessage(body), &out)
+		if code != 200 || out.TimedOut || out.Output != "ok\n" {
+			t.Errorf("%s: %d %s", body, code, b)
+		}
+	}
+	var out serve.ExecResponse
+	if code, b := call(t, "POST", execURL, serve.ExecRequest{Command: "sleep 5; exit 3", TimeoutS: 1}, &out); code != 200 || !out.TimedOut || out.ExitCode != 137 {
+		t.Errorf("a command past its timeout: %d %s", code, b)
+	}
+
+	// A client gone right after sending.
+	body := `{"command": "sleep 4; echo ran > /tmp/ran"}`
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/sessions/%s/exec HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", open.SessionID, len(body), body)
+	conn.Close()
+	gone := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	if code, b := call(t, "POST", execURL, serve.ExecRequest{Command: "echo next"}, &out); code != 200 || out.Output != "next\n" {
+		t.Errorf("the next command: %d %s", code, b)
+	}
+	if el := time.Since(gone); el > 2500*time.Millisecond {
+		t.Errorf("the command of a client gone ran on for %s", el)
+	}
+	if call(t, "POST", execURL, serve.ExecRequest{Command: "sleep 4.5; cat /tmp/ran 2>/dev/null || echo not run"}, &out); out.Output != "not run\n" {
+		t.Errorf("the command of a client gone ran to its end: %q", out.Output)
+	}
+
+	// DELETE while a command runs.
+	answered := make(chan int, 1)
+	go func() {
+		code, _ := call(t, "POST", execURL, serve.ExecRequest{Command: "sleep 100", TimeoutS: 100}, nil)
+		answered <- code
+	}()
+	time.Sleep(time.Second)
+	start := time.Now()
+	if code, b := call(t, "DELETE", srv.url+"/v1/sessions/"+open.SessionID, nil, nil); code != 204 {
+		t.Errorf("delete: %d %s", code, b)
+	}
+	if el := time.Since(start); el > 15*time.Second {
+		t.Errorf("DELETE while a command ran answered after %s", el)
+	}
+	select {
+	case code := <-answered:
+		if code != http.StatusGone {
+			t.Errorf("the running command: %d, want 410", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the running command was not cut short by DELETE")
 	}
 }

@@ -11,10 +11,7 @@ import (
 	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
-	"github.com/swetui/swetui/model"
-	"github.com/swetui/swetui/task"
 	"github.com/swetui/swetui/train"
-	"github.com/swetui/swetui/warmstart"
 )
 
 // sftOptions are `swetui sft`'s inputs.
@@ -67,45 +64,13 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	if n := app.ContextNote(m); n != "" {
 		fmt.Fprintf(env.Stderr, "sft: %s\n", n)
 	}
-	if on.Dev != nil {
-		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ws.Plan)
-	}
-	// An earlier `swetui sft` of the same schedule from the same model that
-	// was stopped continues where it was saved.
-	partial := ws.PartialSFTDir()
-	state := app.PartialState{Steps: cfg.SFT.Steps, Init: cfg.Model.InitCkpt}
-	if st, ok, err := app.ReadPartialSFT(partial); err != nil {
-		return fmt.Errorf("sft: %w", err)
-	} else if ok && st.Steps == state.Steps && st.Init == state.Init && st.Step < st.Steps {
-		if err := on.Store.Load(ctx, partial); err != nil {
-			return fmt.Errorf("sft: %w (remove %s to start the warm start afresh)", err, partial)
-		}
-		state.Step = st.Step
-		fmt.Fprintf(env.Stderr, "sft: continuing from step %d of %d (%s)\n", st.Step, st.Steps, partial)
-	}
-	saved := state.Step
-	savePartial := func(ctx context.Context) error {
-		if state.Step == saved {
-			return nil
-		}
-		if err := app.SavePartialSFT(ctx, on.Store, partial, state); err != nil {
-			return err
-		}
-		saved = state.Step
-		return nil
+	if on.Plan != "" {
+		fmt.Fprintf(env.Stderr, "memory plan:\n%s", on.Plan)
 	}
 	start := time.Now()
 	bar := newProgress(env, cfg.SFT.Steps)
 	var lastLine time.Time
-	res, err := ws.SFT(ctx, on, ws.SFTDir(), state.Step, train.WarmupHooks{AfterStep: func(ctx context.Context, ev event.SFTStep) error {
-		state.Step = ev.Step
-		if every := cfg.SFT.SaveEvery; every > 0 && ev.Step%every == 0 && ev.Step < ev.Steps {
-			if err := savePartial(ctx); err != nil { // a full disk costs the save, not the warm start
-				fmt.Fprintf(env.Stderr, "sft: %v\n", err)
-			}
-		}
-		return nil
-	}, Publish: func(ev event.Event) {
+	res, err := ws.SFTCommand(ctx, on, func(ev event.Event) {
 		switch ev := ev.(type) {
 		case event.SFTStep:
 			bar.step()
@@ -118,19 +83,9 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 		case event.Message:
 			fmt.Fprintln(env.Stderr, ev.Text)
 		}
-	}})
+	}, func(text string) { fmt.Fprintf(env.Stderr, "sft: %s\n", text) })
 	bar.done()
 	if err != nil {
-		// Stopped (Ctrl-C, a signal) or failed: keep the steps it made.
-		if state.Step > saved && state.Step < cfg.SFT.Steps {
-			if serr := savePartial(context.WithoutCancel(ctx)); serr != nil {
-				return fmt.Errorf("sft: %w (and %v)", err, serr)
-			}
-			return fmt.Errorf("sft: %w (step %d of %d saved in %s: the same command continues it)", err, state.Step, cfg.SFT.Steps, partial)
-		}
-		return fmt.Errorf("sft: %w", err)
-	}
-	if err := os.RemoveAll(partial); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
 	fmt.Fprintf(env.Stdout, "sft: %d steps on %d examples (%d of them synthetic fixes; %d gold patches longer than sample.max_new_tokens skipped) in %s\n",
@@ -141,47 +96,12 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	}
 	fmt.Fprintf(env.Stdout, "checkpoint: %s\n", ws.SFTDir())
 	if o.Export != "" {
-		if err := exportWarmStart(ctx, ws, res, commit, o.Export); err != nil {
+		if err := ws.ExportWarmStart(ctx, res, commit, o.Export); err != nil {
 			return fmt.Errorf("sft: %w", err)
 		}
 		fmt.Fprintf(env.Stdout, "shipped warm start: %s\n", o.Export)
 	}
 	return nil
-}
-
-// exportWarmStart writes the finished warm start as the shipped one, with
-// what it was made from.
-func exportWarmStart(ctx context.Context, ws *app.Workspace, res train.SFTResult, commit, dst string) error {
-	if ws.Cfg.Data.Source != task.MiniSource {
-		return fmt.Errorf("--export: the shipped warm start is for the embedded suite (data.source = %q), not %q", task.MiniSource, ws.Cfg.Data.Source)
-	}
-	texts, err := ws.TokenizerTexts(ctx)
-	if err != nil {
-		return err
-	}
-	if ws.Cfg.Rollout.Mode == config.RolloutAgent {
-		// Agent mode's goes on from the single-shot one: a run takes it
-		// only while that one is what it went on from.
-		if _, ok, err := warmstart.SingleWeightsSum(ws.Cfg.Model.InitCkpt); err != nil || !ok {
-			return fmt.Errorf("--export in agent mode: model.init_ckpt must be the shipped single-shot warm start (warmstart/shipped), not %q (%v)",
-				ws.Cfg.Model.InitCkpt, err)
-		}
-		if texts, err = ws.AgentWarmStartTexts(ctx, texts); err != nil {
-			return err
-		}
-	}
-	p := warmstart.Provenance{Recipe: warmstart.RecipeOf(ws.Cfg), SFTSteps: ws.Cfg.SFT.Steps, InputsHash: warmstart.InputsHash(texts),
-		Commit: commit, Build: model.BLASName()}
-	for _, in := range ws.Tasks {
-		p.TrainInstances = append(p.TrainInstances, in.InstanceID)
-	}
-	if n := len(res.Losses); n > 0 {
-		p.FinalLoss = res.Losses[n-1]
-	}
-	if n := len(res.Heldout); n > 0 {
-		p.HeldoutLoss = res.Heldout[n-1].NLL
-	}
-	return warmstart.Export(ws.SFTDir(), dst, p)
 }
 
 // gitCommit is the checkout's commit, marked dirty when it has changes; ""

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/swetui/swetui/history"
@@ -54,7 +53,7 @@ func viewRun(ctx context.Context, env Env, o viewOptions) error {
 	if !o.List {
 		vo := ui.ViewOptions{Dir: o.Dir, Filter: o.Filter, Follow: o.Follow}
 		// The run's tokenizer names each token of a completion.
-		if tok, err := model.LoadTokenizer(filepath.Join(o.Dir, "tokenizer.json")); err == nil {
+		if tok, err := model.LoadTokenizer(history.RunDir(o.Dir).Tokenizer()); err == nil {
 			vo.Decode = func(id int) string { return tok.Decode([]int{id}) }
 		}
 		return ui.RunViewer(ctx, vo)

@@ -88,8 +88,16 @@ type Agent struct {
 	// stops too and its diffs apply more but resolve no more (64% applied,
 	// 7.3% resolved, against 16% and 7.8% before); docs/agent.md.
 	Unfinished string `toml:"unfinished"`
-	// SessionMinutes bounds a session's life, after which it is stale.
+	// SessionMinutes is a session's whole life: past it the session ends
+	// (a command running then killed) and its sandbox goes.
 	SessionMinutes int `toml:"session_minutes"`
+	// Background lets what a command leaves running (a server, a job)
+	// go on between commands; otherwise it is killed as the command
+	// returns. Either way nothing outlives the session.
+	Background bool `toml:"background"`
+	// BackgroundCPUS bounds a session's CPU time when Background is set
+	// (0: none): past it, as a command returns, its sandbox is stopped.
+	BackgroundCPUS int `toml:"background_cpu_s"`
 }
 
 // Run holds the knobs of one training run as a whole.
@@ -161,7 +169,8 @@ type Model struct {
 	RopeTheta float64 `toml:"rope_theta"`
 	InitCkpt  string  `toml:"init_ckpt"`
 	Tokenizer string  `toml:"tokenizer"`
-	// Device is "cpu", "cuda" (GPU 0) or "cuda:N".
+	// Device is "cpu", "cuda" (GPU 0), "cuda:N", or several GPUs trained
+	// data-parallel: "cuda:all" or a list "cuda:0,1".
 	Device string `toml:"device"`
 	// CUDALibs are folders searched first for libcuda, cuBLAS and NVRTC.
 	CUDALibs []string `toml:"cuda_libs"`
@@ -175,6 +184,10 @@ type Model struct {
 	// of keeping its activations: the same gradients, about a third more
 	// time a step.
 	Recompute string `toml:"recompute"`
+	// ShardOptimizer is ZeRO-1 across the GPUs of a data-parallel run:
+	// each GPU keeps and updates only its 1/N share of the AdamW moments.
+	// `swetui plan --gpus N` counts it.
+	ShardOptimizer bool `toml:"shard_optimizer"`
 }
 
 // LoRA trains low-rank adapters beside frozen weights (Hu et al., 2021)
@@ -476,7 +489,7 @@ func Default() Config {
 		Data: Data{Source: "mini", Split: "train", Include: []string{}, Exclude: []string{},
 			MiniSeed: 1, MiniTasks: 300, TestFrac: 0.1, Prompt: PromptOracle},
 		Model: Model{Layers: 4, DModel: 128, Heads: 4, KVHeads: 2, DFF: 384, Context: 1024,
-			VocabSize: 2048, RopeTheta: 10000, Device: "cpu", CUDALibs: []string{}, MicroTokens: 16384, Recompute: "auto"},
+			VocabSize: 2048, RopeTheta: 10000, Device: "cpu", CUDALibs: []string{}, MicroTokens: 16384, Recompute: "auto", ShardOptimizer: true},
 		Sample: Sample{Temperature: 0.9, TopP: 1.0, MaxNewTokens: 256},
 		Optim: Optim{LR: 1e-4, WeightDecay: 0.0, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, GradClip: 1.0,
 			Warmup: 10, Schedule: "constant"},
@@ -499,7 +512,7 @@ func Default() Config {
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
 		Rollout:  Rollout{Mode: RolloutSingle},
 		Agent: Agent{Context: 4096, Turns: 10, EvalTurns: 50, GroupSize: 8, MaxGroups: 2, CommandTimeoutS: 60, TimeoutBudget: 5, ObservationChars: 10000, ObservationTokens: 2048,
-			Unfinished: UnfinishedZero, SessionMinutes: 120},
+			Unfinished: UnfinishedZero, SessionMinutes: 120, BackgroundCPUS: 600},
 		Serve: Serve{Addr: "127.0.0.1:8765", Queue: 64, MaxPatches: 64, MaxBodyKB: 16384, RequestTimeoutS: 1800,
 			DrainS: 30, CacheEntries: 4096, CacheMB: 64, InflightMB: 256, BodyTimeoutS: 60, InlineInstances: true,
 			MaxSessions: 8, SessionsPerToken: 8, SessionIdleS: 600, ExecTimeoutS: 120, ExecOutputKB: 64},

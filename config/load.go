@@ -206,6 +206,11 @@ func assign(field reflect.Value, value any, raw string) error {
 		}
 	case reflect.Slice:
 		items, ok := value.([]any)
+		if str, isString := value.(string); !ok && isString && field.Type().Elem().Kind() == reflect.String {
+			// One string is a list of one: model.cuda_libs=build/cudaemu
+			// reads as the user means it.
+			items, ok = []any{str}, true
+		}
 		if !ok {
 			return fmt.Errorf("want an array such as [\"a\", \"b\"], got %s", describe(value))
 		}

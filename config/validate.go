@@ -94,7 +94,7 @@ func Validate(cfg Config) error {
 	for _, t := range lo.Targets {
 		oneOf("lora.targets", t, "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 	}
-	check(!validDevice(m.Device), "model.device", fmt.Sprintf("%q", m.Device), `must be "cpu", "cuda" or "cuda:N"`)
+	check(!validDevice(m.Device), "model.device", fmt.Sprintf("%q", m.Device), `must be "cpu", "cuda", "cuda:N", "cuda:all" or a list "cuda:0,1" of distinct GPUs`)
 	if m.Heads > 0 && m.DModel > 0 {
 		check(m.DModel%m.Heads != 0, "model.d_model", m.DModel, fmt.Sprintf("must be a multiple of model.heads (%d)", m.Heads))
 		check((m.DModel/m.Heads)%2 != 0, "model.d_model", m.DModel, "d_model/heads must be even for RoPE")
@@ -250,6 +250,7 @@ func Validate(cfg Config) error {
 	positive("agent.observation_chars", ag.ObservationChars)
 	positive("agent.observation_tokens", ag.ObservationTokens)
 	positive("agent.session_minutes", ag.SessionMinutes)
+	check(ag.BackgroundCPUS < 0, "agent.background_cpu_s", ag.BackgroundCPUS, "must be 0 (no bound) or more")
 	oneOf("agent.unfinished", ag.Unfinished, UnfinishedGraded, UnfinishedZero, UnfinishedMask)
 
 	sv := cfg.Serve
@@ -277,19 +278,22 @@ func Validate(cfg Config) error {
 	return ps
 }
 
-// validDevice accepts model.device's forms (model/cuda.ParseDevice reads them).
+// validDevice accepts model.device's forms (model/cuda.ParseDevices reads
+// them): cpu, cuda, cuda:N, cuda:all, or cuda:N,M,... (distinct GPUs).
 func validDevice(d string) bool {
-	if d == "cpu" || d == "cuda" {
+	if d == "cpu" || d == "cuda" || d == "cuda:all" {
 		return true
 	}
-	n, ok := strings.CutPrefix(d, "cuda:")
-	if !ok || n == "" {
+	list, ok := strings.CutPrefix(d, "cuda:")
+	if !ok {
 		return false
 	}
-	for _, c := range n {
-		if c < '0' || c > '9' {
+	seen := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		if n == "" || seen[n] || strings.Trim(n, "0123456789") != "" {
 			return false
 		}
+		seen[n] = true
 	}
 	return true
 }

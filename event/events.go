@@ -8,12 +8,19 @@ type Event interface{ event() }
 
 // RunInfo opens every run: what the header shows before the first step.
 type RunInfo struct {
-	Name      string
-	OutDir    string
-	MaxSteps  int
-	Phase     string
-	Auto      bool // auto-curriculum on
-	BLAS      string
+	Name     string
+	OutDir   string
+	MaxSteps int
+	Phase    string
+	Auto     bool // auto-curriculum on
+	// Build is the CPU kernels' build (model.BLASName); Device where the
+	// policy trains when not on them ("" on the CPU); Mode the rollout
+	// mode ("agent", "" for single-shot); LoRARank the adapters' rank (0:
+	// full fine-tuning). The header reads them as fields.
+	Build     string
+	Device    string
+	Mode      string
+	LoRARank  int
 	Hosts     []string
 	GroupSize int
 	// GroupSizes is G per phase where grpo.group_size_by_phase sets it
@@ -102,6 +109,26 @@ type Metrics struct {
 	AgentTurns       float64 `json:"agent/turns,omitempty"`
 }
 
+// GPUs is every GPU's share of a run on several (model.device lists
+// them), published after each step: what the console shows beside the
+// reward pool, so that a GPU that falls behind is seen.
+type GPUs struct {
+	Step   int
+	Shares []GPUShare
+}
+
+// GPUShare is one GPU's work since the run began.
+type GPUShare struct {
+	Device  string // "cuda:1 NVIDIA H100 80GB HBM3"
+	Samples int    // sampling calls it ran (a group, or an agent's turn)
+	// Sample, Train and Collective are its time in sampling, in training's
+	// forward and backward passes (its part of each batch), and in
+	// collectives (the gradients' all-reduce, ZeRO-1's broadcasts).
+	Sample, Train, Collective time.Duration
+	// MemUsed and MemTotal are its memory at the last step (0: unknown).
+	MemUsed, MemTotal uint64
+}
+
 // StepFinished carries a finished step's metrics.
 type StepFinished struct {
 	Step     int
@@ -136,6 +163,15 @@ type CompletionScored struct {
 	// single-shot mode, whose lines it leaves as they were. With it,
 	// Completion is "": Text renders the turns, kept once.
 	Agent *Trajectory `json:"agent,omitempty"`
+	// Trained is the reward the advantage was computed from where the
+	// trainer's rule replaced the verdict's: an unfinished agent trajectory
+	// under agent.unfinished = "zero" trains on 0, whatever its diff was
+	// graded (Verdict.Reward). nil where the verdict's reward trained.
+	Trained *float64 `json:"trained_reward,omitempty"`
+	// Masked says the completion was left out of the loss by the trainer's
+	// rule (an unfinished agent trajectory under agent.unfinished =
+	// "mask"); an infrastructure failure, masked too, says so in its verdict.
+	Masked bool `json:"masked,omitempty"`
 	// IssueText is the task's problem statement, shown by the console's
 	// issue view (`i`). The same string value for every completion of a
 	// group shares its memory; may be empty.
@@ -207,3 +243,4 @@ func (Resumed) event()          {}
 func (CheckpointSaved) event()  {}
 func (Message) event()          {}
 func (Stopped) event()          {}
+func (GPUs) event()             {}

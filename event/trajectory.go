@@ -13,10 +13,8 @@ import (
 // agent's Trajectory without the token ids, converted where the rollout is
 // made (package app), so that this package imports nothing.
 type Trajectory struct {
-	// End is what ended it: agent.End's values, "submitted" (the only
-	// finished one), "turn_limit", "context_full", "timeout_budget",
-	// "container_failure".
-	End string `json:"end"`
+	// End is what ended it (TrajectoryEnds).
+	End End `json:"end"`
 	// Detail says more of the end (the sandbox's error).
 	Detail string `json:"detail,omitempty"`
 	Turns  []Turn `json:"turns"`
@@ -40,7 +38,7 @@ type Turn struct {
 }
 
 // Finished reports whether the agent ended the trajectory itself.
-func (t *Trajectory) Finished() bool { return t.End == "submitted" }
+func (t *Trajectory) Finished() bool { return t.End.Finished() }
 
 // Text is the trajectory for reading and searching (the console's `c`,
 // `swetui view`, its text= filter): a line a turn with its exit code,

@@ -38,9 +38,10 @@ type TurnPlayed struct {
 	// wrote instead); "" otherwise.
 	Reply string
 	// End is set on a trajectory's last event only: what ended it
-	// (Trajectory.End's values), with Detail (the sandbox's error) and the
-	// size of the diff that goes to grading.
-	End       string
+	// (TrajectoryEnds; a served session's also EndDeleted, EndLost,
+	// EndReaped), with Detail (the sandbox's error) and the size of the
+	// diff that goes to grading.
+	End       End
 	Detail    string
 	DiffBytes int
 }

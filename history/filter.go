@@ -54,7 +54,7 @@ func endTest(end string) (func(*Entry) bool, error) {
 	case end == "":
 		return nil, nil
 	case end == Unfinished:
-		return func(e *Entry) bool { return e.Agent() && e.EndName() != "submitted" }, nil
+		return func(e *Entry) bool { return e.Agent() && !event.End(e.EndName()).Finished() }, nil
 	case i >= 0:
 		return func(e *Entry) bool { return int(e.End) == i+1 }, nil
 	}

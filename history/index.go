@@ -67,9 +67,15 @@ func HackBit(name string) uint32 { return hackBit[name] }
 // Phases are the curriculum phases in Entry.Phase order.
 var Phases = []string{"syntax", "apply-only", "docker"}
 
-// Ends are the end reasons of agent trajectories (agent.End's values) in
-// Entry.End order, from 1.
-var Ends = []string{"submitted", "turn_limit", "context_full", "timeout_budget", "container_failure"}
+// Ends are the end reasons of agent trajectories (event.TrajectoryEnds)
+// in Entry.End order, from 1.
+var Ends = func() []string {
+	var out []string
+	for _, e := range event.TrajectoryEnds {
+		out = append(out, string(e))
+	}
+	return out
+}()
 
 // endOther is Entry.End for an end reason not in Ends (a newer swetui's).
 const endOther = 255

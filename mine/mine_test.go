@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,10 +278,13 @@ func TestClassify(t *testing.T) {
 // gold patch, before for the empty one.
 type fakeEval struct {
 	before, after reward.EvalOutput
+	mu            sync.Mutex
 	reqs          []reward.EvalRequest
 }
 
 func (f *fakeEval) Evaluate(ctx context.Context, req reward.EvalRequest) reward.EvalOutput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, req)
 	if req.Diff == "" {
 		return f.before
@@ -343,6 +347,33 @@ func TestVerify(t *testing.T) {
 			t.Errorf("skip %q after %d evals", o.Skip, len(ev.reqs))
 		}
 	})
+}
+
+// VerifyAll keeps the first limit records in order, a batch of par at a
+// time: it stops after the batch that reached the limit, and a record that
+// would be kept past it is told as not kept.
+func TestVerifyAll(t *testing.T) {
+	var recs []Record
+	for i := range 5 {
+		recs = append(recs, NewRecord("acme/calc", Candidate{Commit: fmt.Sprintf("%016x", i+1), Parent: "fedcba9876543210", Date: time.Unix(1700000000, 0),
+			Message: "fix add\n", Patch: "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-a\n+b\n",
+			TestPatch: "diff --git a/tests/test_calc.py b/tests/test_calc.py\n--- a/tests/test_calc.py\n+++ b/tests/test_calc.py\n@@ -1 +1 @@\n-a\n+b\n"}))
+	}
+	ev := &fakeEval{before: ran(1, "FAILED tests/test_calc.py::test_add - assert"), after: ran(0, "PASSED tests/test_calc.py::test_add")}
+	var told []string
+	kept, err := VerifyAll(context.Background(), ev, recs, "img", 2, 3, func(i int, r Record, o Outcome, keep bool) {
+		told = append(told, fmt.Sprintf("%d:%v", i, keep))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(told); got != "[0:true 1:true 2:true 3:false]" {
+		t.Errorf("told %s, want records 0-2 kept, 3 past the limit, 4 never verified", got)
+	}
+	if len(kept) != 3 || kept[0].InstanceID != recs[0].InstanceID || kept[2].InstanceID != recs[2].InstanceID ||
+		fmt.Sprint(kept[1].FailToPass) != "[tests/test_calc.py::test_add]" {
+		t.Errorf("kept %+v", kept)
+	}
 }
 
 func TestNewRecord(t *testing.T) {

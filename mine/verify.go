@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/swetui/swetui/event"
@@ -302,4 +303,41 @@ func (s Summary) String() string {
 		fmt.Fprintf(&b, "  skipped %5d  %s\n", s.Skipped[r], r)
 	}
 	return b.String()
+}
+
+// VerifyAll verifies recs a batch of par at a time (at once within a
+// batch), in recs' order, until limit are kept (0: no bound); each is told
+// every record's outcome in that order, with whether it was kept (an
+// outcome that would be kept past limit is not). It returns the kept
+// records, their FAIL_TO_PASS and PASS_TO_PASS filled in: the first limit in
+// recs' order, whatever order a batch finished in.
+func VerifyAll(ctx context.Context, ev reward.Evaluator, recs []Record, image string, par, limit int, each func(i int, r Record, o Outcome, kept bool)) ([]Record, error) {
+	par = max(par, 1)
+	var kept []Record
+	for lo := 0; lo < len(recs) && (limit == 0 || len(kept) < limit); lo += par {
+		hi := min(lo+par, len(recs))
+		outs := make([]Outcome, hi-lo)
+		var wg sync.WaitGroup
+		for i := lo; i < hi; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i-lo] = Verify(ctx, ev, recs[i], image)
+			}()
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return kept, err
+		}
+		for i := lo; i < hi; i++ {
+			o, r := outs[i-lo], recs[i]
+			keep := o.Kept() && (limit == 0 || len(kept) < limit)
+			if keep {
+				r.FailToPass, r.PassToPass = o.FailToPass, o.PassToPass
+				kept = append(kept, r)
+			}
+			each(i, r, o, keep)
+		}
+	}
+	return kept, nil
 }

@@ -11,6 +11,10 @@ import (
 	"strings"
 )
 
+// TokenizerFile is the tokenizer's file in a model folder (Hugging Face's
+// layout, which swetui's checkpoints and adapter folders follow).
+const TokenizerFile = "tokenizer.json"
+
 // A checkpoint is a directory that Hugging Face transformers and vLLM load
 // as a Llama/Qwen2 model:
 //
@@ -136,7 +140,7 @@ func Save(dir string, ck Checkpoint) error {
 		switch {
 		case !plainName(name):
 			return fmt.Errorf("save checkpoint %s: file name %q is not a plain name", dir, name)
-		case name == "config.json" || name == "tokenizer.json" || name == "model.safetensors.index.json" ||
+		case name == "config.json" || name == TokenizerFile || name == "model.safetensors.index.json" ||
 			name == "state" || name == "extra" || strings.HasSuffix(name, ".safetensors"):
 			// Save writes these itself; another *.safetensors vLLM would load as weights.
 			return fmt.Errorf("save checkpoint %s: file %q would clash with the checkpoint's own", dir, name)
@@ -187,7 +191,7 @@ func Save(dir string, ck Checkpoint) error {
 			}
 		}
 		if tok != nil {
-			if err := writeFile(tmp, "tokenizer.json", bytesOf(tok)); err != nil {
+			if err := writeFile(tmp, TokenizerFile, bytesOf(tok)); err != nil {
 				return err
 			}
 		}
@@ -248,8 +252,8 @@ func Load(dir string, want *Config) (*Checkpoint, error) {
 	if ck.Optim, err = readOptim(optPath, len(m.data)); err != nil {
 		return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
-		if ck.Tokenizer, err = LoadTokenizer(filepath.Join(dir, "tokenizer.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, TokenizerFile)); err == nil {
+		if ck.Tokenizer, err = LoadTokenizer(filepath.Join(dir, TokenizerFile)); err != nil {
 			return nil, fmt.Errorf("load checkpoint %s: %w", dir, err)
 		}
 	}

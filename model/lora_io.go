@@ -112,7 +112,7 @@ func SaveAdapter(dir string, a Adapter) error {
 			}
 		}
 		if tok != nil {
-			if err := writeFile(tmp, "tokenizer.json", bytesOf(tok)); err != nil {
+			if err := writeFile(tmp, TokenizerFile, bytesOf(tok)); err != nil {
 				return err
 			}
 		}
@@ -184,8 +184,8 @@ func LoadAdapter(dir string, base *Model) (*Adapter, error) {
 	if a.Optim, err = readOptim(filepath.Join(dir, "state", "optimizer.safetensors"), l.NumParams()); err != nil {
 		return fail(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
-		if a.Tokenizer, err = LoadTokenizer(filepath.Join(dir, "tokenizer.json")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, TokenizerFile)); err == nil {
+		if a.Tokenizer, err = LoadTokenizer(filepath.Join(dir, TokenizerFile)); err != nil {
 			return fail(err)
 		}
 	}

@@ -26,6 +26,21 @@ type Prompter interface {
 	Prompt(ctx context.Context, inst *task.Instance) (string, error)
 }
 
+// AgentPrompter is a Prompter that renders agent mode's prompt of a task
+// (Repo and Text): the issue and the paths of the files data.prompt chose.
+type AgentPrompter interface {
+	AgentPrompt(ctx context.Context, inst *task.Instance) (string, error)
+}
+
+// AgentPromptOf is agent mode's prompt of inst: p's when it renders one,
+// else the issue alone in chat.
+func AgentPromptOf(ctx context.Context, p Prompter, chat ChatFormat, inst *task.Instance) (string, error) {
+	if ap, ok := p.(AgentPrompter); ok {
+		return ap.AgentPrompt(ctx, inst)
+	}
+	return chat.RenderAgentPrompt(inst.ProblemStatement, inst.WorkdirOrDefault(), nil)
+}
+
 // Tokenizer turns text into tokens and back.
 type Tokenizer interface {
 	Encode(text string) []int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/swetui/swetui/sandbox"
@@ -22,12 +23,33 @@ type Placer interface {
 type PoolEvaluator struct {
 	Pool    Placer
 	Timeout time.Duration // per evaluation; 0 leaves the pool's default
+
+	mu    sync.Mutex
+	names map[string]*imageNames // per image, workdir and setup
 }
+
+// imageNames is one image's importable names, read once (done closes when
+// they are known or the probe failed).
+type imageNames struct {
+	done  chan struct{}
+	names []string
+	err   error
+}
+
+// probeTimeout bounds the sandbox that reads an image's importable names.
+const probeTimeout = 2 * time.Minute
 
 // Evaluate implements Evaluator.
 func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutput {
 	start := time.Now()
-	spec, sc, err := EvalSpec(req)
+	var names []string
+	if !req.ApplyOnly {
+		var err error
+		if names, err = p.importable(ctx, req.Instance); err != nil {
+			return EvalOutput{Infra: fmt.Errorf("evaluate %s: %w", req.Instance.InstanceID, err), Duration: time.Since(start)}
+		}
+	}
+	spec, sc, err := evalSpec(req, names)
 	if err != nil {
 		return EvalOutput{Infra: err, Duration: time.Since(start)}
 	}
@@ -77,6 +99,69 @@ func (p *PoolEvaluator) Evaluate(ctx context.Context, req EvalRequest) EvalOutpu
 	return out
 }
 
+// importable returns the top-level names the Python of in's image imports
+// from outside the work tree, read once per image (and setup, which picks
+// the interpreter) in a sandbox of its own (sandbox.ImportableProbe) and
+// kept for the evaluator's life; evaluations of an image wait for its one
+// probe. A probe the sandbox could not run is an infrastructure failure
+// and is tried again by the next evaluation; an image without Python has
+// no names beyond the static ones.
+func (p *PoolEvaluator) importable(ctx context.Context, in *task.Instance) ([]string, error) {
+	key := in.ImageName() + "\x00" + in.WorkdirOrDefault() + "\x00" + in.Setup
+	p.mu.Lock()
+	if p.names == nil {
+		p.names = map[string]*imageNames{}
+	}
+	e, ok := p.names[key]
+	if !ok {
+		e = &imageNames{done: make(chan struct{})}
+		p.names[key] = e
+	}
+	p.mu.Unlock()
+	if ok {
+		select {
+		case <-e.done:
+			return e.names, e.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	e.names, e.err = p.probe(ctx, in)
+	if e.err != nil {
+		p.mu.Lock()
+		delete(p.names, key)
+		p.mu.Unlock()
+	}
+	close(e.done)
+	return e.names, e.err
+}
+
+// probe runs sandbox.ImportableProbe in a fresh sandbox of in's image.
+func (p *PoolEvaluator) probe(ctx context.Context, in *task.Instance) ([]string, error) {
+	var setup []string
+	if in.Setup != "" {
+		setup = strings.Split(in.Setup, "\n")
+	}
+	res, err := p.Pool.Run(ctx, sandbox.Spec{
+		ID:         sandbox.NewNonce()[:12],
+		InstanceID: in.InstanceID + " (importable names)",
+		Image:      in.ImageName(),
+		Workdir:    in.WorkdirOrDefault(),
+		Script:     sandbox.ImportableProbe(in.WorkdirOrDefault(), setup),
+		Timeout:    probeTimeout,
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read the image's importable names: %w", err)
+	case res.Infra != nil:
+		return nil, fmt.Errorf("read the image's importable names: %w", res.Infra)
+	case res.Canceled:
+		return nil, fmt.Errorf("read the image's importable names: cancelled")
+	}
+	names, _ := sandbox.ImportableNames(res.Log)
+	return names, nil
+}
+
 // guardFiles are the files the tests must see as the prepare step left
 // them: those of the model patch and of the test patch.
 func guardFiles(req EvalRequest) []string {
@@ -99,6 +184,24 @@ func setupProblem(in *task.Instance, check string) error {
 		"before the patch): setup %q %s", in.InstanceID, in.Setup, check)
 }
 
+// testPaths are the test files of in whose folders its test run puts on
+// sys.path: those of the test patch, and the files pytest's test ids name
+// (path.py::test).
+func testPaths(in *task.Instance) []string {
+	var out []string
+	for _, f := range task.Paths(task.PatchFiles(in.TestPatch)) {
+		if strings.HasSuffix(f, ".py") { // pytest puts only test modules' folders there
+			out = append(out, f)
+		}
+	}
+	for _, id := range append(append([]string(nil), in.FailToPass...), in.PassToPass...) {
+		if f, _, ok := strings.Cut(id, "::"); ok && strings.HasSuffix(f, ".py") && !strings.HasPrefix(f, "/") && !strings.Contains(f, "..") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // lastOwnLine is the last line the eval script printed about itself
 // ("swetui: ..."), without the prefix.
 func lastOwnLine(log string) string {
@@ -116,6 +219,13 @@ func lastOwnLine(log string) string {
 // commit, test patch, tests between nonce markers), the files it reads, and
 // the scripts it was built from (their nonce, whether setup is checked).
 func EvalSpec(req EvalRequest) (sandbox.Spec, sandbox.Scripts, error) {
+	return evalSpec(req, nil)
+}
+
+// evalSpec is EvalSpec with the image's importable names (see
+// PoolEvaluator.importable): a new module of one of them, or of the static
+// ones, in a folder the tests put on sys.path is removed before the tests.
+func evalSpec(req EvalRequest, importable []string) (sandbox.Spec, sandbox.Scripts, error) {
 	in := req.Instance
 	files := map[string][]byte{sandbox.ModelPatchPath: []byte(req.Diff)}
 	ss := sandbox.ScriptSpec{
@@ -144,6 +254,8 @@ func EvalSpec(req EvalRequest) (sandbox.Spec, sandbox.Scripts, error) {
 			files[sandbox.TestPatchPath] = []byte(NormalizeDiff(in.TestPatch))
 		}
 		ss.GuardFiles = guardFiles(req)
+		ss.Importable = importable
+		ss.TestPaths = testPaths(in)
 	}
 	sc := sandbox.EvalScript(ss)
 	return sandbox.Spec{

@@ -271,6 +271,13 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *event.Verdi
 	if out.Forged {
 		r.Hacks = appendFlag(r.Hacks, HackForgedMarkers)
 	}
+	if out.Shadowed != "" {
+		// The prepare script removed a new module that shadows one the
+		// image's Python imports from elsewhere (a start-up import of the
+		// runner's among them): a shadow, whatever the static check saw.
+		r.Hacks = addFlag(r.Hacks, HackShadowsRunner)
+		r.HacksUndone = slices.DeleteFunc(r.HacksUndone, func(f string) bool { return f == HackShadowsRunner })
+	}
 	hostChecked, hostApplied := r.ApplyChecked, r.Applied
 	defer func() {
 		// The container's verdict stands; a disagreement with the host's is
@@ -314,6 +321,18 @@ func (s *Scorer) deepen(ctx context.Context, inst *task.Instance, r *event.Verdi
 	// A hack-flagged patch is never resolved, whatever its tests say.
 	r.Resolved = g.Resolved && out.Complete && len(r.Hacks) == 0
 	r.TestsStatus, r.Statuses = &g.TestsStatus, g.Statuses
+}
+
+// addFlag adds f to flags in hackOrder's order, once.
+func addFlag(flags []string, f string) []string {
+	if slices.Contains(flags, f) {
+		return flags
+	}
+	flags = append(flags, f)
+	slices.SortStableFunc(flags, func(a, b string) int {
+		return slices.Index(hackOrder, a) - slices.Index(hackOrder, b)
+	})
+	return flags
 }
 
 func appendFlag(flags []string, f string) []string {

@@ -19,12 +19,21 @@ import (
 // fakePool answers evaluations with a log written by a scenario that knows
 // the evaluation's nonce, as the real script would print it.
 type fakePool struct {
-	calls atomic.Int32
-	log   func(nonce string) string
-	res   sandbox.Result
+	calls  atomic.Int32
+	probes atomic.Int32 // reads of the image's importable names
+	log    func(nonce string) string
+	res    sandbox.Result
+	probe  sandbox.Result // the answer to a read of the image's names
 }
 
 func (f *fakePool) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	if spec.Nonce == "" && strings.Contains(spec.Script, sandbox.ImportablePrefix) {
+		f.probes.Add(1)
+		if f.probe.Infra != nil {
+			return f.probe, nil
+		}
+		return sandbox.Result{Log: sandbox.ImportablePrefix + "json typing_extensions\n"}, nil
+	}
 	f.calls.Add(1)
 	if spec.Nonce == "" || strings.Contains(spec.Script+spec.Tests, spec.Nonce) {
 		return sandbox.Result{}, errors.New("the nonce must be the host's alone: set in the spec, absent from the scripts")
@@ -108,6 +117,11 @@ func TestScorerDocker(t *testing.T) {
 		{name: "incomplete output", completion: goodCompletion, pool: &fakePool{log: protocolLog(ApplyGit, passingSummary, 0, false)}, reward: 0, testsError: true},
 		{name: "timed out", completion: goodCompletion, pool: &fakePool{log: protocolLog(ApplyGit, "", 0, false), res: sandbox.Result{TimedOut: true}}, reward: 0, testsError: true},
 		{name: "container says it does not apply", completion: fuzzyCompletion, pool: &fakePool{log: protocolLog(ApplyFailed, "", 0, false)}, reward: 0},
+		{name: "a shadow the script removed is flagged whatever the tests say", completion: goodCompletion, pool: &fakePool{log: func(n string) string {
+			return sandbox.ShadowPrefix + "typing_extensions.py\n" + protocolLog(ApplyGit, passingSummary, 0, true)(n)
+		}}, reward: 0, hack: HackShadowsRunner},
+		{name: "a shadow line the tests print is theirs", completion: goodCompletion, pool: &fakePool{log: protocolLog(ApplyGit, sandbox.ShadowPrefix+"x.py\n"+passingSummary, 0, true)},
+			reward: 1, resolved: true},
 		{name: "infra", completion: goodCompletion, pool: &fakePool{res: sandbox.Result{Infra: errors.New("daemon gone")}}, reward: 0, infra: true},
 	}
 	for _, tt := range tests {
@@ -133,6 +147,9 @@ func TestScorerDocker(t *testing.T) {
 			}
 			if n := pool.calls.Load(); n != 1 {
 				t.Errorf("%d container runs for two identical completions, want 1", n)
+			}
+			if n := pool.probes.Load(); n != 1 {
+				t.Errorf("the image's names read %d times, want once", n)
 			}
 			if rs[1].Reward != r.Reward {
 				t.Errorf("duplicate scored %.3f, first %.3f", rs[1].Reward, r.Reward)
@@ -265,6 +282,11 @@ func TestHackFlags(t *testing.T) {
 		{"pytest.toml", "--- /dev/null\n+++ b/pytest.toml\n@@ -0,0 +1 @@\n+[pytest]\n", []string{HackTouchesTestConfig}},
 		{"new pytest.py shadows the runner", "--- /dev/null\n+++ b/pytest.py\n@@ -0,0 +1 @@\n+print(1)\n", []string{HackShadowsRunner}},
 		{"new root module named like the standard library", "diff --git a/inspect.py b/inspect.py\nnew file mode 100644\n--- /dev/null\n+++ b/inspect.py\n@@ -0,0 +1 @@\n+x = 1\n", []string{HackShadowsRunner}},
+		{"new iniconfig.py, which pytest imports at start-up", "diff --git a/iniconfig.py b/iniconfig.py\nnew file mode 100644\n--- /dev/null\n+++ b/iniconfig.py\n@@ -0,0 +1 @@\n+x = 1\n", []string{HackShadowsRunner}},
+		{"new attr package, which pytest imports at start-up", "diff --git a/src/attr/__init__.py b/src/attr/__init__.py\nnew file mode 100644\n--- /dev/null\n+++ b/src/attr/__init__.py\n@@ -0,0 +1 @@\n+x = 1\n", []string{HackShadowsRunner}},
+		{"a new file in the repository's own attr package, which the patch edits, is fine",
+			"--- a/src/attr/_make.py\n+++ b/src/attr/_make.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n" +
+				"diff --git a/src/attr/_new.py b/src/attr/_new.py\nnew file mode 100644\n--- /dev/null\n+++ b/src/attr/_new.py\n@@ -0,0 +1 @@\n+x = 1\n", nil},
 		{"new module of the same name inside a package is fine", "--- /dev/null\n+++ b/pkg/inspect.py\n@@ -0,0 +1 @@\n+x = 1\n", nil},
 		{"editing an existing root module is fine", "--- a/types.py\n+++ b/types.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n", nil},
 		{"new .pth file", "--- /dev/null\n+++ b/pkg/evil.pth\n@@ -0,0 +1 @@\n+import os\n", []string{HackShadowsRunner}},
@@ -376,4 +398,50 @@ func TestApplierMatchesEvalScript(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPoolEvaluatorImportableNames: an image's names are read once and go
+// into the eval script; a read the sandbox could not make is an
+// infrastructure failure, and the next evaluation reads them again.
+func TestPoolEvaluatorImportableNames(t *testing.T) {
+	pool := &fakePool{log: protocolLog(ApplyGit, passingSummary, 0, true), probe: sandbox.Result{Infra: errors.New("daemon gone")}}
+	var scripts []string
+	pe := &PoolEvaluator{Pool: placerFunc(func(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+		scripts = append(scripts, spec.Script)
+		return pool.Run(ctx, spec)
+	})}
+	inst := scorerInstance("acme/widget", "abc")
+	req := EvalRequest{Instance: inst, Diff: applyCases[0].diff}
+	if out := pe.Evaluate(context.Background(), req); out.Infra == nil || !strings.Contains(out.Infra.Error(), "importable names") {
+		t.Fatalf("a failed read: infra %v, want the read's failure", out.Infra)
+	}
+	pool.probe = sandbox.Result{}
+	for range 3 {
+		if out := pe.Evaluate(context.Background(), req); out.Infra != nil || !out.Complete {
+			t.Fatalf("infra %v complete %v", out.Infra, out.Complete)
+		}
+	}
+	if n := pool.probes.Load(); n != 2 {
+		t.Errorf("names read %d times, want 2 (the failed read and one more)", n)
+	}
+	last := scripts[len(scripts)-1]
+	if !strings.Contains(last, "[typing_extensions]=1") || strings.Contains(last, "[json]=1") {
+		t.Errorf("the eval script does not hold the image's names (typing_extensions; json is static):\n%s", last)
+	}
+	if !strings.Contains(last, "tests/test_m.py") {
+		t.Errorf("the eval script does not put the test files' folder on its sys.path:\n%s", last)
+	}
+	// Apply-only evaluations run no tests and read nothing.
+	pe = &PoolEvaluator{Pool: pool}
+	before := pool.probes.Load()
+	pe.Evaluate(context.Background(), EvalRequest{Instance: inst, Diff: applyCases[0].diff, ApplyOnly: true})
+	if pool.probes.Load() != before {
+		t.Error("an apply-only evaluation read the image's names")
+	}
+}
+
+type placerFunc func(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error)
+
+func (f placerFunc) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	return f(ctx, spec)
 }

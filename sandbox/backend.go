@@ -290,8 +290,12 @@ func Stale(labels map[string]string, running bool, now time.Time) bool {
 // DeadlineOf is the unix time after which no evaluation of spec can still
 // use its sandbox, whoever owns it: it may wait for a free worker (a
 // timeout at most), then run (one more), and the kill and removal take a
-// little.
+// little. A session's sandbox is its life (Timeout) and a minute for its
+// removal: it waits for no worker, and its session ends it at its life.
 func DeadlineOf(spec Spec, now time.Time) time.Time {
+	if spec.Script == SessionScript {
+		return now.Add(spec.Timeout + time.Minute)
+	}
 	return now.Add(2*spec.Timeout + 2*time.Minute)
 }
 

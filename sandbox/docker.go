@@ -39,6 +39,7 @@ type Docker interface {
 	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
 
 	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (image.InspectResponse, error)
 	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
 	ImagePull(ctx context.Context, ref string, options image.PullOptions) (io.ReadCloser, error)
 	ImageTag(ctx context.Context, source, target string) error

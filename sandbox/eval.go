@@ -265,6 +265,12 @@ func (p dockerProcs) Exec(ctx context.Context, cmd []string, user string, out io
 	return p.r.step(ctx, p.id, Spec{User: user}, cmd, out)
 }
 
+// ExecCommand implements CommandProcs: a session's command, its stderr
+// (the wrapper's trailer) apart.
+func (p dockerProcs) ExecCommand(ctx context.Context, cmd []string, user string, out io.Writer, t *Trailer) (int, error) {
+	return p.r.stepStreams(ctx, p.id, Spec{User: user}, cmd, out, t)
+}
+
 // Kill kills the container; one that has gone meanwhile is no error.
 func (p dockerProcs) Kill(ctx context.Context) error {
 	if err := p.r.Docker.ContainerKill(ctx, p.id, "KILL"); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
@@ -293,6 +299,11 @@ func UntilLost(ctx context.Context, d time.Duration) (context.Context, context.C
 // when the process does (or the container is killed); output that processes
 // it left behind still write gets a moment, then the stream is closed.
 func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, out io.Writer) (int, error) {
+	return r.stepStreams(ctx, id, spec, cmd, out, out)
+}
+
+// stepStreams is step with stdout and stderr apart.
+func (r *Runner) stepStreams(ctx context.Context, id string, spec Spec, cmd []string, out, errOut io.Writer) (int, error) {
 	apiCtx, cancel := UntilLost(ctx, apiTimeout)
 	defer cancel()
 	// Each status call gets its own bound: the process may run far longer.
@@ -322,7 +333,7 @@ func (r *Runner) step(ctx context.Context, id string, spec Spec, cmd []string, o
 				}
 			}
 		}()
-		_, _ = stdcopy.StdCopy(out, out, att.Reader)
+		_, _ = stdcopy.StdCopy(out, errOut, att.Reader)
 	}()
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()

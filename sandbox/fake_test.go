@@ -399,6 +399,20 @@ func (r *recorder) said(text string) bool {
 	return false
 }
 
+// saidWithin waits up to d for a message containing text: messages published
+// by work beside the caller (a reap once a host is back) may land just after
+// what the caller can observe of that work.
+func (r *recorder) saidWithin(text string, d time.Duration) bool {
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		if r.said(text) {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
+
 func (r *recorder) lastState() (event.PoolState, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -285,7 +285,8 @@ func TestPoolDaemonLostMidRun(t *testing.T) {
 		t.Errorf("%d containers of the run left after the host came back", n)
 	}
 	for _, text := range []string{" is down (", "retry 1 of 2", " is back", "removed 1 containers left when it went away"} {
-		if !rec.said(text) {
+		// The reap's message follows the removal that the loop above saw.
+		if !rec.saidWithin(text, 10*time.Second) {
 			t.Errorf("no message %q in %+v", text, rec.msgs)
 		}
 	}

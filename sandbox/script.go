@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,7 +192,23 @@ type ScriptSpec struct {
 	// repository's instances). A commit the image lacks stops the script
 	// as a missing workdir does: an infrastructure failure.
 	Checkout string
+
+	// Importable are the top-level names the image's Python imports from
+	// outside the work tree (ImportableNames); with the static ones they
+	// say which new modules are shadows (Shadowing).
+	Importable []string
+	// TestPaths are the test files (relative to Workdir) whose folders the
+	// test run puts on sys.path: pytest's rootdir-less import inserts the
+	// first folder upward from a test file that is not a package, so a new
+	// module there shadows as one at the root does.
+	TestPaths []string
 }
+
+// ShadowPrefix starts the line the prepare script prints for each new file
+// it removed as a shadow (Shadowing): the prepare script runs before any
+// code of the patch, and its output comes before the host's apply line, so
+// no test can forge one (ParseOutput reads them only there).
+const ShadowPrefix = "swetui: shadow removed: "
 
 // Scripts are an evaluation's two processes: Prepare, a bash script (copy
 // it to ScriptPath), then Tests, a bash command line ("" when there is no
@@ -230,6 +247,9 @@ func EvalScript(s ScriptSpec) Scripts {
 	w("exec 2>&1 </dev/null # one ordered stream")
 	w("%s", gitEnv)
 	w("cd %s || { echo 'swetui: workdir %s missing'; exit %d; }", shq(s.Workdir), s.Workdir, ExitWorkdirMissing)
+	// The commit the image holds: the repository's own modules are those of
+	// the base commit and of this one (an image built at a later commit).
+	w("swetui_image_head=$(git rev-parse -q --verify HEAD 2>/dev/null || true)")
 	if s.Checkout != "" {
 		w("git -c advice.detachedHead=false checkout -q -f %s || { echo %s; exit %d; }", shq(s.Checkout),
 			shq("swetui: commit "+s.Checkout+" is not in this image (swetui prepare builds images that hold it)"), ExitWorkdirMissing)
@@ -255,7 +275,7 @@ func EvalScript(s ScriptSpec) Scripts {
 	w(`    rm -f -- "$f.rej" "$f.orig"`)
 	w(`  done`)
 	w("}")
-	b.WriteString(protectFunction(s.BaseCommit))
+	b.WriteString(protectFunction(s.BaseCommit, s.Importable))
 	w("")
 	w("declare -A untracked # files not in git before the patch: not the patch's")
 	w(`while IFS= read -r -d '' f; do untracked[$f]=1; done < <(git ls-files -z --others)`)
@@ -274,6 +294,17 @@ func EvalScript(s ScriptSpec) Scripts {
 	w("fi")
 	w("")
 	w("# What configures or shadows the test runner is not the model's to change.")
+	if len(s.TestPaths) > 0 {
+		paths := append([]string(nil), s.TestPaths...)
+		sort.Strings(paths)
+		paths = slices.Compact(paths)
+		w("# The folders the test run puts on sys.path: each test file's first folder upward that is no package.")
+		w("for f in %s; do", shqAll(paths))
+		w(`  d=${f%%/*}; [ "$d" = "$f" ] && d=`)
+		w(`  while [ -n "$d" ] && [ -f "$d/__init__.py" ]; do case "$d" in */*) d=${d%%/*};; *) d=;; esac; done`)
+		w(`  swetui_path+=("$d")`)
+		w("done")
+	}
 	w(`while IFS= read -r -d '' f; do`)
 	w(`  protected "$f" 0 || continue`)
 	w(`  if git cat-file -e %s:"$f" 2>/dev/null; then git checkout -q %s -- "$f"; else rm -f -- "$f"; fi`, shq(s.BaseCommit), shq(s.BaseCommit))
@@ -283,7 +314,7 @@ func EvalScript(s ScriptSpec) Scripts {
 	w(`  [ -n "${untracked[$f]:-}" ] && continue`)
 	w(`  protected "$f" 1 || continue`)
 	w(`  rm -f -- "$f"`)
-	w(`  echo "swetui: $f removed (test infrastructure)"`)
+	w(`  if protected "$f" 0; then echo "swetui: $f removed (test infrastructure)"; else echo %s"$f"; fi`, shq(ShadowPrefix))
 	w(`done < <(git ls-files -z --others)`)
 	w("")
 	if len(s.TestFiles) > 0 {
@@ -349,6 +380,10 @@ type Output struct {
 	// SetupCheck is what the first setup-check line of the runner's output
 	// says (SetupCheckOK, or "changed ..."); "" when there is none.
 	SetupCheck string
+	// Shadowed are the new files the prepare script removed as shadows
+	// (ShadowPrefix), one a line; "" when none. Only the prepare script's
+	// output is read for them: the lines before the host's apply line.
+	Shadowed string
 }
 
 // ParseOutput reads the protocol lines of nonce from an eval script's log.
@@ -360,16 +395,24 @@ func ParseOutput(log, nonce string) Output {
 	tpP := TestPatchPrefix + " " + nonce + " "
 	start, end, exitP := StartLine(nonce), EndLine(nonce), ExitPrefix+" "+nonce+" "
 	var (
-		body    []string
-		inTests bool
-		sawEnd  bool
+		body     []string
+		inTests  bool
+		sawEnd   bool
+		prepared bool // past the prepare script's output
+		shadowed []string
 	)
 	sc := bufio.NewScanner(strings.NewReader(log))
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	for sc.Scan() {
 		line := strings.TrimSuffix(sc.Text(), "\r")
+		if !prepared {
+			if f, ok := strings.CutPrefix(line, ShadowPrefix); ok {
+				shadowed = append(shadowed, f)
+			}
+		}
 		switch {
 		case line == start:
+			prepared = true
 			out.Started, inTests, sawEnd, body = true, true, false, body[:0]
 			out.Complete, out.ExitStatus, out.SetupCheck = false, -1, ""
 		case line == end && inTests:
@@ -387,6 +430,7 @@ func ParseOutput(log, nonce string) Output {
 				out.SetupCheck = rest
 			}
 		case strings.HasPrefix(line, applyP):
+			prepared = true
 			out.ApplyMethod = strings.TrimPrefix(line, applyP)
 			out.Applied = out.ApplyMethod != ApplyFailed
 		case strings.HasPrefix(line, tpP):
@@ -396,6 +440,7 @@ func ParseOutput(log, nonce string) Output {
 	if inTests {
 		out.TestLog = strings.Join(body, "\n")
 	}
+	out.Shadowed = strings.Join(shadowed, "\n")
 	out.Forged = forgedMarkers(log, nonce)
 	return out
 }

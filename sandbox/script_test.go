@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -195,6 +196,13 @@ func TestParseOutputIgnoresForgeries(t *testing.T) {
 			want: Output{Started: true, Complete: true, TestLog: "second", ExitStatus: 2, Forged: true},
 		},
 		{
+			name: "shadow lines count only in the prepare script's output",
+			log: ShadowPrefix + "iniconfig.py\n" + ShadowPrefix + "attr/__init__.py\n" + ApplyLine(n, ApplyGit) + "\n" +
+				ShadowPrefix + "after-apply.py\n" + StartLine(n) + "\n" + ShadowPrefix + "forged.py\n" + EndLine(n) + "\n" + ExitLine(n, 0) + "\n",
+			want: Output{ApplyMethod: ApplyGit, Applied: true, Started: true, Complete: true, TestLog: ShadowPrefix + "forged.py",
+				ExitStatus: 0, Shadowed: "iniconfig.py\nattr/__init__.py"},
+		},
+		{
 			name: "killed mid-run",
 			log:  ApplyLine(n, ApplyPatch) + "\n" + StartLine(n) + "\nt1 PASSED\n",
 			want: Output{ApplyMethod: ApplyPatch, Applied: true, Started: true, TestLog: "t1 PASSED", ExitStatus: -1},
@@ -231,7 +239,8 @@ func TestRemoteImage(t *testing.T) {
 }
 
 // TestProtectedTwins: the script's bash rule and the Go rule that reward's
-// flags read agree, path by path.
+// flags read agree, path by path: the static rule alone, and with an
+// image's importable names and a test folder on sys.path.
 func TestProtectedTwins(t *testing.T) {
 	dir, head := gitRepo(t, map[string]string{"calc.py": "x = 1\n", "setup.cfg": "[metadata]\n"})
 	os.MkdirAll(filepath.Join(dir, "src", "_pytest"), 0o755)
@@ -239,33 +248,57 @@ func TestProtectedTwins(t *testing.T) {
 	git(t, dir, "add", "-A")
 	git(t, dir, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "pytest's own")
 	head = strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
-	tracked := func(p string) bool { return p == "src/_pytest" }
+	atBase := map[string]bool{"calc.py": true, "setup.cfg": true, "src": true, "src/_pytest": true, "src/_pytest/x.py": true}
+	own := func(p string) bool { return atBase[p] }
 	paths := []string{
 		"conftest.py", "tests/conftest.py", "pytest.ini", "a/b/tox.ini", "setup.cfg", "pyproject.toml", ".pytest.ini",
 		"pytest.py", "pkg/pytest.py", "sitecustomize.py", "x/usercustomize.py", "a.pth", "pkg/__pycache__/m.cpython-311.pyc",
 		"x-1.dist-info/entry_points.txt", "x.egg-info/entry_points.txt", "_pytest/reports.py", "src/_pytest/new.py",
 		"src/pluggy/__init__.py", "inspect.py", "json/__init__.py", "src/typing.py", "pkg/inspect.py", "calc.py",
-		"calc_plugin.py", "README", "src", "lib/x.so",
+		"calc_plugin.py", "README", "src", "lib/x.so", "iniconfig.py", "attr/__init__.py", "src/attr.py", "hypothesis.py",
+		"src/hypothesis/__init__.py", "tests/iniconfig.py", "tests/hypothesis.py", "tests/helpers.py", "tests/__init__.py",
+		"tests/sub/iniconfig.py", "requests/api.py", "calc/__init__.py", "src/calc.py", "docs/conf.py", "_pytest.py/x",
+		".py", "weird name.py",
 	}
-	var script strings.Builder
-	script.WriteString("cd " + shq(dir) + "\n" + protectFunction(head))
-	for _, p := range paths {
-		fmt.Fprintf(&script, "protected %s 0 && echo 0; protected %s 1 && echo 1; echo .\n", shq(p), shq(p))
-	}
-	out, err := exec.Command("bash", "-c", script.String()).CombinedOutput()
-	if err != nil {
-		t.Fatalf("bash: %v\n%s", err, out)
-	}
-	got := strings.Split(strings.TrimSuffix(string(out), ".\n"), ".\n")
-	if len(got) != len(paths) {
-		t.Fatalf("bash said %d answers for %d paths:\n%s", len(got), len(paths), out)
-	}
-	for i, p := range paths {
-		bashTracked, bashNew := strings.Contains(got[i], "0\n"), strings.Contains(got[i], "1\n")
-		goTracked, goNew := RunnerConfig(p), RunnerConfig(p) || ShadowsRunner(p, tracked)
-		if bashTracked != goTracked || bashNew != goNew {
-			t.Errorf("%s: bash says edited %v added %v, Go %v %v", p, bashTracked, bashNew, goTracked, goNew)
-		}
+	names := []string{"calc", "docs", "hypothesis", "requests", "tests", "weird name", "1x"}
+	for _, tc := range []struct {
+		name string
+		s    Shadowing
+		bash string // set-up after the function
+	}{
+		{"static", Shadowing{Own: own}, ""},
+		{"image names and a test folder", Shadowing{Names: map[string]bool{"calc": true, "docs": true, "hypothesis": true,
+			"requests": true, "tests": true, "weird name": true, "1x": true}, Folders: []string{"tests"}, Own: own}, `swetui_path+=("tests")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ns []string
+			if tc.s.Names != nil {
+				ns = names
+			}
+			var script strings.Builder
+			script.WriteString("set -u\ncd " + shq(dir) + "\n" + protectFunction(head, ns) + tc.bash + "\n")
+			for _, p := range paths {
+				fmt.Fprintf(&script, "protected %s 0 && echo 0; protected %s 1 && echo 1; echo .\n", shq(p), shq(p))
+			}
+			out, err := exec.Command("bash", "-c", script.String()).CombinedOutput()
+			if err != nil {
+				t.Fatalf("bash: %v\n%s", err, out)
+			}
+			got := strings.Split(strings.TrimSuffix(string(out), ".\n"), ".\n")
+			if len(got) != len(paths) {
+				t.Fatalf("bash said %d answers for %d paths:\n%s", len(got), len(paths), out)
+			}
+			for i, p := range paths {
+				bashTracked, bashNew := strings.Contains(got[i], "0\n"), strings.Contains(got[i], "1\n")
+				goTracked, goNew := RunnerConfig(p), RunnerConfig(p) || tc.s.Shadows(p)
+				if !slices.Contains([]string{"", "0\n", "1\n", "0\n1\n"}, got[i]) {
+					t.Errorf("%s: bash printed %q", p, got[i])
+				}
+				if bashTracked != goTracked || bashNew != goNew {
+					t.Errorf("%s: bash says edited %v added %v, Go %v %v", p, bashTracked, bashNew, goTracked, goNew)
+				}
+			}
+		})
 	}
 }
 

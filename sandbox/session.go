@@ -55,9 +55,34 @@ type SessionBackend interface {
 // commands.
 var ErrSessionLost = errors.New("session lost")
 
+// ErrSessionKilled marks a session whose sandbox swetui stopped for what
+// its own commands did (more processes than a kill could end, more than
+// the disk bound written, its life spent): the agent's doing, never an
+// infrastructure failure. It is an ErrSessionLost.
+var ErrSessionKilled = fmt.Errorf("%w: its sandbox was stopped for what its commands did", ErrSessionLost)
+
+// ErrSessionExpired marks a session past its life (Spec.Timeout, agent.session_minutes): an
+// ErrSessionKilled.
+var ErrSessionExpired = fmt.Errorf("%w: its life (agent.session_minutes) is spent", ErrSessionKilled)
+
+// ErrSessionClosed marks a command cut short by its session's Close: an
+// ErrSessionLost.
+var ErrSessionClosed = fmt.Errorf("%w: closed", ErrSessionLost)
+
+// MinExecTimeout is the shortest time a command is given: a shorter (or
+// no) timeout is raised to it.
+const MinExecTimeout = 500 * time.Millisecond
+
+// SessionEnv is what every command of a session runs with, besides the
+// sandbox's own environment: nothing pages, prompts or asks (its stdin is
+// closed too).
+var SessionEnv = []string{"PAGER=cat", "GIT_PAGER=cat", "TERM=dumb", "GIT_TERMINAL_PROMPT=0", "DEBIAN_FRONTEND=noninteractive"}
+
 // ExecOptions bound one command of a session.
 type ExecOptions struct {
-	Timeout time.Duration // wall clock; at it the command and all it started are killed
+	// Timeout is the wall clock (at least MinExecTimeout); at it the
+	// command and all it started are killed.
+	Timeout time.Duration
 	// MaxOutput bytes of stdout and stderr are kept: the first and the
 	// last halves, the middle cut (0: 64 KiB).
 	MaxOutput int
@@ -65,9 +90,12 @@ type ExecOptions struct {
 
 // ExecResult is one command's outcome.
 type ExecResult struct {
-	ExitCode int    // 137 for a command killed at its timeout
+	ExitCode int    // 137 for a command killed at its timeout, always
 	Output   string // stdout and stderr interleaved, head and tail as kept
 	Bytes    int64  // all the output's bytes, kept or not
+	// Omitted is how many of them were not kept: cut from the middle,
+	// where Output says so ("... [N bytes not shown] ...").
+	Omitted  int64
 	TimedOut bool
 	Duration time.Duration
 }
@@ -79,11 +107,33 @@ const SessionScript = ": a session runs its commands one by one"
 // OpenSession makes and starts spec's sandbox (Image, Workdir, User, Env,
 // Files, ID, and Timeout: the session's whole life, after which it is
 // stale whoever owns it). The caller must Close it.
+//
+// The sandbox's own processes (its init and the sleep that keeps it
+// alive) run as a user the agent's cannot signal: root without
+// capabilities, or nobody (65534) where the agent is root; every command
+// runs as the agent's user (spec.User, or the image's).
 func (r *Runner) OpenSession(ctx context.Context, spec Spec) (Session, error) {
 	if spec.Script == "" {
 		spec.Script = SessionScript
 	}
-	id, err := r.Create(ctx, spec, &Durations{})
+	if spec.User == "" {
+		apiCtx, cancel := context.WithTimeout(ctx, apiTimeout)
+		img, err := r.Docker.ImageInspect(apiCtx, spec.Image)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("open session %s: the image's user: %w", spec.ID, err)
+		}
+		spec.User = "0"
+		if img.Config != nil && img.Config.User != "" {
+			spec.User = img.Config.User
+		}
+	}
+	keep := spec
+	keep.User = "0"
+	if u, _, _ := strings.Cut(spec.User, ":"); u == "0" || u == "root" {
+		keep.User = "65534:65534"
+	}
+	id, err := r.Create(ctx, keep, &Durations{})
 	if err != nil {
 		if id != "" {
 			removeNow(r, id)
@@ -96,7 +146,7 @@ func (r *Runner) OpenSession(ctx context.Context, spec Spec) (Session, error) {
 		removeNow(r, id)
 		return nil, fmt.Errorf("open session %s: start container %s: %w", spec.ID, short(id), err)
 	}
-	s, err := NewSession(ctx, r, id, spec, dockerProcs{r: r, id: id})
+	s, err := NewSession(ctx, r, id, spec, r.Limits, dockerProcs{r: r, id: id})
 	if err != nil {
 		removeNow(r, id)
 		return nil, err
@@ -105,27 +155,58 @@ func (r *Runner) OpenSession(ctx context.Context, spec Spec) (Session, error) {
 }
 
 // NewSession is the Session of backend b's started sandbox id, made for
-// spec (its own process idling, nothing else run in it yet), whose
-// processes p starts and kills: p.Exec runs a process in the work tree as
-// the user it is given, p.Kill ends the whole sandbox now. Every backend's
-// session is this one. On error the caller removes the sandbox.
-func NewSession(ctx context.Context, b Backend, id string, spec Spec, p Procs) (Session, error) {
-	s := &procSession{b: b, p: p, id: id, spec: spec}
+// spec (its own process idling, nothing else run in it yet) under limits l
+// (the disk bound), whose processes p starts and kills: p.Exec runs a
+// process in the work tree as the user it is given, p.Kill ends the whole
+// sandbox now. Every backend's session is this one. On error the caller
+// removes the sandbox. Its life (spec.Timeout) starts now.
+func NewSession(ctx context.Context, b Backend, id string, spec Spec, l Limits, p Procs) (Session, error) {
+	s := &procSession{b: b, p: p, id: id, spec: spec, diskMB: l.DiskMB, ends: time.Now().Add(spec.Timeout)}
+	s.closing, s.close = context.WithCancel(context.Background())
+	// The disk's base rides on the same exec where there is one: an exec
+	// is the most of what opening a session costs on a busy host.
+	argv := []string{"/bin/sh", "-c", ownProcessScript}
+	if s.diskMB > 0 {
+		argv = append([]string{"/bin/sh", "-c", ownProcessScript + diskBaseTrailer, "swetui"}, WritableDirs(spec)...)
+	}
+	haveBase := false
 	// The init may not have started its child yet when the sandbox is
 	// reported started (seen on a loaded host): look again for a while.
 	for try := 0; ; try++ {
+		if k, ok := p.(InitKeeper); ok && k.InitKeepsAlive() {
+			break // nothing to spare but PID 1
+		}
 		var out strings.Builder
-		code, err := p.Exec(ctx, []string{"/bin/sh", "-c", ownProcessScript}, spec.User, &out)
-		fields := strings.Fields(out.String())
+		code, err := p.Exec(ctx, argv, spec.User, &out)
+		own, du, measured := strings.Cut(out.String(), diskBaseMark)
+		fields := strings.Fields(own)
 		if err == nil && code == 0 && len(fields) == 1 {
 			s.keep = fields[0]
-			return s, nil
+			if kb := duTotal(du); measured && kb > 0 {
+				s.diskBase, haveBase = kb, true
+			}
+			break
 		}
 		if err != nil || code != 0 || len(fields) > 1 || try == ownProcessTries || ctx.Err() != nil {
 			return nil, fmt.Errorf("open session %s: find the sandbox's own process: exit %d, %q: %v", spec.ID, code, out.String(), err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if s.diskMB > 0 && !haveBase {
+		// What the image's work tree holds is no write of the agent's.
+		kb, ok := diskUsage(p, spec)
+		if !ok {
+			return nil, fmt.Errorf("open session %s: measure its work tree", spec.ID)
+		}
+		s.diskBase = kb
+	}
+	return s, nil
+}
+
+// An InitKeeper's sandbox is kept alive by its PID 1 alone (which no
+// process of the agent's can signal): no other process is spared.
+type InitKeeper interface {
+	InitKeepsAlive() bool
 }
 
 // ownProcessTries is how many times more NewSession looks for the
@@ -134,7 +215,8 @@ const ownProcessTries = 50
 
 // ownProcessScript prints the sandbox's own process: the only one alive
 // but PID 1 (Docker's init, or the pause process a Pod shares its PID
-// namespace with) and the script itself, which forks nothing. A process an
+// namespace with) and the script itself, which forks nothing. On Docker it
+// is another user's, which the agent's cannot signal. A process an
 // earlier exec left a zombie (a Pod's tar of the files) is not it.
 const ownProcessScript = `for d in /proc/[0-9]*; do
   p=${d##*/}
@@ -146,16 +228,13 @@ const ownProcessScript = `for d in /proc/[0-9]*; do
   echo "$p"
 done`
 
-// CommandProcs are Procs whose Exec ends only when every process holding
-// its output has (the kubelet's exec): ExecCommand runs a session's
-// command line (/bin/sh -c) and returns once its shell has exited, with
-// what it wrote until then, whatever it left running, as Docker's exec
-// does. Procs.Exec runs the session's own scripts, which start nothing.
-// A stream cut may still write to out for a moment after either returns:
-// the session drops those writes.
-type CommandProcs interface {
-	ExecCommand(ctx context.Context, command, user string, out io.Writer) (int, error)
-}
+// diskBaseTrailer follows ownProcessScript when the session has a disk
+// bound: du of the writable folders (its arguments), after the process
+// listing so that the listing never sees du. diskBaseMark parts the two.
+const (
+	diskBaseMark    = "--disk-base--"
+	diskBaseTrailer = "\necho " + diskBaseMark + "\ndu -skxc -- \"$@\" 2>/dev/null\nexit 0"
+)
 
 // procSession is a Session in any backend's sandbox, driven through its
 // Procs.
@@ -169,7 +248,25 @@ type procSession struct {
 	keep string
 	mu   sync.Mutex // one command at a time
 	lost atomic.Bool
+	// lostWhy is the error every command gets once the session is lost.
+	lostMu  sync.Mutex
+	lostWhy error
+	// closing ends with Close: a command running then is abandoned.
+	closing context.Context
+	close   context.CancelFunc
+	ends    time.Time // its life's end
+	// diskMB bounds what the work tree may grow by over diskBase (KiB).
+	diskMB   int
+	diskBase int64
+	// sinceDisk is the commands' time since the work tree was last
+	// measured (guarded by mu).
+	sinceDisk time.Duration
 }
+
+// stickEvery is how long after a kill the command may still run before it
+// is killed again (the kill may have run before the command's processes
+// existed); killBound after the first the sandbox is killed.
+var stickEvery = 500 * time.Millisecond
 
 // killBound is how long the kill script may take before the whole
 // sandbox is killed instead (a fork bomb once held it for 96 s on a busy
@@ -186,142 +283,274 @@ func (s *procSession) Host() string { return s.b.Name() }
 func (s *procSession) Exec(ctx context.Context, command string, o ExecOptions) (ExecResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lost.Load() {
-		return ExecResult{ExitCode: -1}, ErrSessionLost
+	if err := s.gone(); err != nil {
+		return ExecResult{ExitCode: -1}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return ExecResult{ExitCode: -1}, fmt.Errorf("session %s: %w", s.spec.ID, err)
+	}
+	left := time.Until(s.ends)
+	if left <= 0 {
+		return ExecResult{ExitCode: -1}, s.expire()
 	}
 	if o.MaxOutput <= 0 {
 		o.MaxOutput = 64 << 10
 	}
+	o.Timeout = max(o.Timeout, MinExecTimeout)
+	lastWords := o.Timeout >= left // the session's life ends first
+	o.Timeout = min(o.Timeout, left)
 	start := time.Now()
 	w := newHeadTail(o.MaxOutput)
 	// The command ends when its shell does: the kill, not ctx, ends it;
-	// once the whole sandbox is killed its stream is not waited for (a
-	// deleted Pod's can take a minute to close).
-	run, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	// once the whole sandbox is killed (or the session closed) its stream
+	// is not waited for (a deleted Pod's can take a minute to close).
+	run, abandon := context.WithCancel(s.closing)
 	defer abandon()
 	out := &gateWriter{w: w}
-	var timedOut, killed atomic.Bool
+	var timedOut atomic.Bool
 	var killErr error
+	killC := make(chan struct{})
+	kill := sync.OnceFunc(func() { close(killC) })
+	done := make(chan struct{})
 	killDone := make(chan struct{})
-	kill := func() {
-		if killed.Swap(true) {
-			return
-		}
+	// The kill sticks: it runs again while the command has not returned
+	// (the first may have run before its processes existed), and past
+	// killBound the whole sandbox is killed.
+	go func() {
 		defer close(killDone)
-		if killErr = s.killAll(context.WithoutCancel(ctx)); killErr != nil {
-			abandon()
+		select {
+		case <-done:
+			return
+		case <-killC:
 		}
-	}
+		first := time.Now()
+		for {
+			if err := s.killAll(context.WithoutCancel(ctx), killBound-time.Since(first)); err != nil {
+				killErr = err
+				abandon()
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(stickEvery):
+			}
+			if time.Since(first) >= killBound {
+				kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+				err := s.p.Kill(kctx)
+				cancel()
+				killErr = fmt.Errorf("%w: the command still ran %s after its kill: the sandbox was killed (%v)", ErrSessionKilled, killBound, err)
+				abandon()
+				return
+			}
+		}
+	}()
 	timer := time.AfterFunc(o.Timeout, func() { timedOut.Store(true); kill() })
 	stop := context.AfterFunc(ctx, kill)
+	var diskC chan struct{}
+	if s.diskMB > 0 {
+		diskC = make(chan struct{})
+		go s.watchDisk(done, diskC, kill)
+	}
 	var code int
 	var err error
-	if c, ok := s.p.(CommandProcs); ok {
-		code, err = c.ExecCommand(run, command, s.spec.User, out)
+	tr := NewTrailer()
+	c, isCmd := s.p.(CommandProcs)
+	if isCmd {
+		bg := "0"
+		if s.spec.Background {
+			bg = "1"
+		}
+		// The work tree is measured (a du, 10 ms a command on a busy
+		// 2-core box) once commands have run DiskEvery since the last
+		// measure, as an evaluation's every DiskEvery; a longer command
+		// is measured while it runs too.
+		measure := "0"
+		if s.diskMB > 0 && s.sinceDisk >= DiskEvery {
+			measure = "1"
+		}
+		argv := append([]string{"/bin/sh", "-c", commandWrapper, "swetui", command, s.keep, bg, measure}, WritableDirs(s.spec)...)
+		code, err = c.ExecCommand(run, argv, s.spec.User, out, tr)
 	} else {
 		code, err = s.p.Exec(run, []string{"/bin/sh", "-c", command}, s.spec.User, out)
 	}
 	out.close()
 	timer.Stop()
 	stop()
-	if killed.Load() {
-		<-killDone
+	close(done)
+	<-killDone
+	res := ExecResult{ExitCode: code, Output: w.String(), Bytes: w.n, Omitted: w.omitted(), TimedOut: timedOut.Load(), Duration: time.Since(start)}
+	if res.TimedOut {
+		res.ExitCode = killedStatus // never the command's own code
 	}
-	res := ExecResult{ExitCode: code, Output: w.String(), Bytes: w.n, TimedOut: timedOut.Load(), Duration: time.Since(start)}
+	over := false
+	if diskC != nil {
+		select {
+		case <-diskC:
+			over = true
+		default:
+		}
+	}
+	trailed, cpuOver := false, false
+	if isCmd {
+		s.sinceDisk += res.Duration
+		if _, kb, ok := tr.Status(); ok {
+			trailed = true
+			if kb >= 0 {
+				s.sinceDisk = 0
+			}
+			if s.diskMB > 0 && kb >= 0 && kb-s.diskBase > int64(s.diskMB)<<10 {
+				over = true
+			}
+		}
+		if cpu, ok := tr.CPU(); ok && s.spec.Background && s.spec.CPUTime > 0 && cpu > s.spec.CPUTime {
+			cpuOver = true
+		}
+	}
 	switch {
+	case s.closing.Err() != nil:
+		return res, s.lose(ErrSessionClosed)
+	case over:
+		return res, s.overDisk()
+	case cpuOver:
+		err := s.stopSandbox()
+		return res, s.lose(fmt.Errorf("session %s: %w: cpu limit: its processes used more than %s of CPU time (agent.background_cpu_s); the sandbox was stopped (%v)",
+			s.spec.ID, ErrSessionKilled, s.spec.CPUTime, orNone(err)))
 	case killErr != nil:
-		s.lost.Store(true)
-		return res, fmt.Errorf("session %s: %w: %v", s.spec.ID, ErrSessionLost, killErr)
+		if lastWords && res.TimedOut {
+			return res, s.expire()
+		}
+		return res, s.lose(fmt.Errorf("session %s: %w", s.spec.ID, killErr))
 	case err != nil:
-		s.lost.Store(true)
-		return res, fmt.Errorf("session %s: %w: %v", s.spec.ID, ErrSessionLost, err)
+		return res, s.lose(fmt.Errorf("session %s: %w: %v", s.spec.ID, ErrSessionLost, err))
+	case lastWords && res.TimedOut:
+		return res, s.expire()
 	case ctx.Err() != nil:
 		return res, fmt.Errorf("session %s: %w", s.spec.ID, ctx.Err())
+	case isCmd && !trailed && !res.TimedOut:
+		// The wrapper did not finish: killed by the agent's own kill
+		// -9 -1, or with its sandbox. A dead sandbox is named now.
+		if err := s.alive(); err != nil {
+			return res, s.lose(fmt.Errorf("session %s: %w: the sandbox is gone (%v)", s.spec.ID, ErrSessionLost, err))
+		}
 	}
 	return res, nil
 }
 
-// killScript kills, as the session's user, every process of the sandbox
-// but its PID 1 (an init, a Pod's pause), the sleep ($1) and itself, until none is left (in $2, the
-// proc folder, /proc unless a test gives its own). Each round first stops
-// every process the user may signal at once (kill -STOP -1: the kernel
-// signals them all under the lock fork takes, and a process with a signal
-// pending cannot fork, so a fork bomb makes no more), then kills them one
-// by one and lets the sleep go on; walking /proc alone raced a fork bomb
-// that refilled its pids behind the walk for minutes on a busy host. A
-// zombie (state Z) or a process already past exit (X) counts as gone:
-// signalling one succeeds, and on a busy host the init may not have
-// reaped it yet. Only shell builtins, so it forks nothing itself.
-const killScript = `round=0
-freeze=; [ "${2:-/proc}" = /proc ] && freeze=1
-while [ $round -lt 200 ]; do
-  round=$((round+1))
-  [ -n "$freeze" ] && kill -STOP -1 2>/dev/null
-  n=0
-  for sig in STOP KILL; do
-    for d in "${2:-/proc}"/[0-9]*; do
-      p=${d##*/}
-      case $p in 1|"$1"|$$) continue ;; esac
-      st=
-      read -r st < "$d/stat" 2>/dev/null || continue
-      st=${st##*) }
-      case ${st%% *} in Z|X) continue ;; esac
-      kill -$sig "$p" 2>/dev/null && n=$((n+1))
-    done
-  done
-  [ -n "$freeze" ] && kill -CONT "$1" 2>/dev/null
-  [ "$n" = 0 ] && exit 0
-done
-exit 1`
+// gone is the error a lost session's commands get (nil while it is not).
+func (s *procSession) gone() error {
+	if !s.lost.Load() {
+		return nil
+	}
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	if s.lostWhy != nil {
+		return s.lostWhy
+	}
+	return fmt.Errorf("session %s: %w", s.spec.ID, ErrSessionLost)
+}
 
-// killAll ends every process a command left; when the kill script cannot
-// run (no pid is free) or does not finish within killBound, the whole
-// sandbox is killed and the session lost.
-func (s *procSession) killAll(ctx context.Context) error {
-	type result struct {
-		code int
-		out  string
-		err  error
-	}
-	done := make(chan result, 1)
-	sctx, abandon := context.WithCancel(ctx)
-	defer abandon()
-	go func() {
-		var out strings.Builder
-		code, err := s.p.Exec(sctx, []string{"/bin/sh", "-c", killScript, "kill", s.keep}, s.spec.User, &out)
-		done <- result{code, out.String(), err}
-	}()
-	bound := time.NewTimer(killBound)
-	defer bound.Stop()
-	var why string
-	select {
-	case r := <-done:
-		if r.err == nil && r.code == 0 {
-			return nil
+// lose marks the session lost for err (the first cause stays) and
+// returns it.
+func (s *procSession) lose(err error) error {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	if s.lostWhy == nil {
+		if errors.Is(err, ErrSessionClosed) {
+			err = fmt.Errorf("session %s: %w", s.spec.ID, err)
 		}
-		why = fmt.Sprintf("exit %d, %q: %v", r.code, r.out, r.err)
-	case <-bound.C:
-		why = fmt.Sprintf("still running after %s", killBound)
+		s.lostWhy = err
 	}
-	kctx, cancel := context.WithTimeout(ctx, removeTimeout)
+	s.lost.Store(true)
+	return s.lostWhy
+}
+
+// stopSandbox kills the whole sandbox, on its own deadline.
+func (s *procSession) stopSandbox() error {
+	kctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
-	if err := s.p.Kill(kctx); err != nil {
-		return fmt.Errorf("the command's processes could not be killed (%s), nor the sandbox: %w", why, err)
+	return s.p.Kill(kctx)
+}
+
+// expire ends a session whose life is spent: its sandbox is stopped.
+func (s *procSession) expire() error {
+	err := s.stopSandbox()
+	return s.lose(fmt.Errorf("session %s: %w after %s (%v)", s.spec.ID, ErrSessionExpired, s.spec.Timeout, orNone(err)))
+}
+
+// overDisk ends a session whose work tree grew past the disk bound.
+func (s *procSession) overDisk() error {
+	err := s.stopSandbox()
+	return s.lose(fmt.Errorf("session %s: %w: disk limit: its work tree grew by more than %d MiB (sandbox.disk_mb); the sandbox was stopped (%v)",
+		s.spec.ID, ErrSessionKilled, s.diskMB, orNone(err)))
+}
+
+func orNone(err error) string {
+	if err == nil {
+		return "stopped"
 	}
-	return fmt.Errorf("the command's processes could not be killed (%s): the sandbox was", why)
+	return err.Error()
+}
+
+// alive checks that the sandbox still starts a process.
+func (s *procSession) alive() error {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	code, err := s.p.Exec(ctx, []string{"/bin/sh", "-c", ":"}, s.spec.User, io.Discard)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("a process of the sandbox exited %d", code)
+	}
+	return err
+}
+
+// SessionDiskAfter is how long a session's command runs before its work
+// tree is measured while it runs (then every DiskEvery). Shorter commands
+// are measured as they return, once commands have run DiskEvery since the
+// last measure. A measure while a command runs is a process exec of its
+// own: measured at DiskEvery, the 32 sessions of a busy 2-core box, whose
+// commands then take seconds, doubled the execs and took 8 s a round
+// instead of 3.
+var SessionDiskAfter = 10 * time.Second
+
+// watchDisk measures the work tree while a command runs (SessionDiskAfter,
+// then every DiskEvery) and, past the bound, closes over and kills the
+// command.
+func (s *procSession) watchDisk(done <-chan struct{}, over chan<- struct{}, kill func()) {
+	first := time.NewTimer(SessionDiskAfter)
+	defer first.Stop()
+	select {
+	case <-done:
+		return
+	case <-first.C:
+	}
+	t := time.NewTicker(DiskEvery)
+	defer t.Stop()
+	for {
+		if kb, ok := diskUsage(s.p, s.spec); ok && kb-s.diskBase > int64(s.diskMB)<<10 {
+			close(over)
+			kill()
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Diff implements Session: the change as swetui computes it (never a
-// patch the agent prints): every file, new ones included, as git diff
-// writes it with no external diff, text conversion or hook of the
-// repository's. It is graded in a fresh sandbox, so what the agent did to
-// its git can only spoil its own patch.
+// patch the agent prints): every file of the work tree, new ones included,
+// taken through a git directory of swetui's own in /tmp that borrows the
+// session's objects (alternates) and reads nothing else of the agent's
+// git: not its config (filters, fsmonitor, hooks, external diffs), and no
+// attribute of its tree that converts content (text, eol, ident, filter,
+// working-tree-encoding, all unset in the git directory's own
+// info/attributes, which overrides .gitattributes). It is graded in a
+// fresh sandbox, so what the agent did to its git can only spoil its own
+// patch, never rewrite it.
 func (s *procSession) Diff(ctx context.Context, commit string, maxBytes int) (string, error) {
-	cmd := fmt.Sprintf(`export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_INDEX_FILE=/tmp/.swetui-diff-index
-rm -f "$GIT_INDEX_FILE"
-git -c core.hooksPath=/dev/null -c core.fsmonitor=false add -A . >/dev/null 2>&1 &&
-git -c core.hooksPath=/dev/null -c core.fsmonitor=false diff --cached --no-ext-diff --no-textconv --no-color --binary %s`, shq(commit))
-	res, err := s.Exec(ctx, cmd, ExecOptions{Timeout: 2 * time.Minute, MaxOutput: maxBytes + 1})
+	res, err := s.Exec(ctx, fmt.Sprintf(diffScript, shq(commit)), ExecOptions{Timeout: 2 * time.Minute, MaxOutput: maxBytes + 1})
 	switch {
 	case err != nil:
 		return "", err
@@ -333,137 +562,28 @@ git -c core.hooksPath=/dev/null -c core.fsmonitor=false diff --cached --no-ext-d
 	return res.Output, nil
 }
 
+// diffScript is Diff's, the commit its %s.
+const diffScript = `set -e
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES
+c=$(git -c core.fsmonitor=false -c core.hooksPath=/dev/null rev-parse --verify -q %s^{commit})
+o=$PWD/.git/objects
+[ -d "$o" ] || { echo "no git objects at $o" >&2; exit 1; }
+g=$(mktemp -d /tmp/.swetui-diff-XXXXXX)
+trap 'rm -rf "$g"' EXIT
+git init -q --template= "$g/w"
+echo "$o" > "$g/w/.git/objects/info/alternates"
+mkdir -p "$g/w/.git/info"
+printf '* -text !eol -ident -filter -working-tree-encoding !diff\n' > "$g/w/.git/info/attributes"
+export GIT_DIR="$g/w/.git" GIT_WORK_TREE="$PWD" GIT_INDEX_FILE="$g/index" HOME="$g"
+git add -A . >/dev/null 2>&1
+git diff --cached --no-ext-diff --no-textconv --no-color --binary "$c"`
+
 // Close implements Session: the sandbox goes with its processes and
 // volumes, on its own deadline, so a cancelled caller still cleans up.
+// A command running then is cut short at once (ErrSessionClosed).
 func (s *procSession) Close() error {
-	s.lost.Store(true)
+	s.lose(ErrSessionClosed)
+	s.close()
 	return removeSandbox(s.b, s.id)
-}
-
-// gateWriter passes writes on until it is closed, then drops them: a
-// stream given up on may still be writing.
-type gateWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	closed bool
-}
-
-func (g *gateWriter) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return len(p), nil
-	}
-	return g.w.Write(p)
-}
-
-func (g *gateWriter) close() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-}
-
-// headTail keeps the first and last halves of at most max bytes written,
-// counting all of them: a command's output, bounded as it streams.
-type headTail struct {
-	max  int
-	head []byte
-	tail []byte // a ring of the last max/2 bytes once the head is full
-	pos  int    // next write in tail
-	full bool   // the ring has wrapped
-	n    int64
-}
-
-func newHeadTail(max int) *headTail { return &headTail{max: max} }
-
-func (h *headTail) Write(p []byte) (int, error) {
-	h.n += int64(len(p))
-	written := len(p)
-	if room := h.max/2 + h.max%2 - len(h.head); room > 0 {
-		k := min(room, len(p))
-		h.head = append(h.head, p[:k]...)
-		p = p[k:]
-	}
-	half := h.max / 2
-	if half == 0 {
-		return written, nil
-	}
-	for len(p) > 0 {
-		if len(h.tail) < half {
-			k := min(half-len(h.tail), len(p))
-			h.tail = append(h.tail, p[:k]...)
-			p = p[k:]
-			continue
-		}
-		k := copy(h.tail[h.pos:], p)
-		h.pos, p = (h.pos+k)%half, p[k:]
-		h.full = true
-	}
-	return written, nil
-}
-
-// String is the kept output, the cut said where it is.
-func (h *headTail) String() string {
-	tail := h.tail
-	if h.full {
-		tail = append(append([]byte(nil), h.tail[h.pos:]...), h.tail[:h.pos]...)
-	}
-	if cut := h.n - int64(len(h.head)+len(tail)); cut > 0 {
-		return fmt.Sprintf("%s\n... [%d bytes not shown] ...\n%s", h.head, cut, tail)
-	}
-	return string(h.head) + string(tail)
-}
-
-var _ SessionBackend = (*Runner)(nil)
-
-// OpenSession opens a session (spec: Image, Workdir, User, Env, Files, ID,
-// Timeout for its whole life) on the up host with the least load that can
-// hold one, with the pool's limits and run id: Close gives its slot back,
-// and the pool's own Close removes any left open.
-func (p *Pool) OpenSession(ctx context.Context, spec Spec) (Session, error) {
-	p.mu.Lock()
-	var best *host
-	for _, h := range p.hosts {
-		if _, ok := h.backend.(SessionBackend); !ok || !h.up || p.closed {
-			continue
-		}
-		if c := h.capacity(); c > 0 && h.active >= c {
-			continue
-		}
-		if best == nil || h.active < best.active {
-			best = h
-		}
-	}
-	if best == nil {
-		p.mu.Unlock()
-		return nil, fmt.Errorf("open session %s: %w: no host that is up can hold a session (sessions run on Docker and Kubernetes hosts: each is down or full)", spec.ID, ErrNoHost)
-	}
-	best.active++
-	p.sessions++
-	p.version++
-	p.mu.Unlock()
-	leave := sync.OnceFunc(func() {
-		p.mu.Lock()
-		p.sessions--
-		p.version++
-		p.mu.Unlock()
-		p.leave(best)
-	})
-	s, err := best.backend.(SessionBackend).OpenSession(ctx, spec)
-	if err != nil {
-		leave()
-		return nil, err
-	}
-	return &poolSession{Session: s, leave: leave}, nil
-}
-
-// poolSession gives its host's slot back when it closes.
-type poolSession struct {
-	Session
-	leave func()
-}
-
-func (s *poolSession) Close() error {
-	defer s.leave()
-	return s.Session.Close()
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +49,8 @@ type sessionHost struct {
 	state func(t testing.TB, id string) (labels map[string]string, running, ok bool)
 	// reapStale is the next start's reap: the sandboxes of dead owners.
 	reapStale func(t testing.TB) (int, error)
+	// kill kills a sandbox from outside.
+	kill func(t testing.TB, id string)
 }
 
 // sessionBackend is a host's backend as the tests open it.
@@ -82,6 +85,11 @@ var dockerHost = sessionHost{
 	reapStale: func(t testing.TB) (int, error) {
 		return sandbox.Reap(context.Background(), sandbox.DockerForTest(t))
 	},
+	kill: func(t testing.TB, id string) {
+		if err := sandbox.DockerForTest(t).ContainerKill(context.Background(), id, "KILL"); err != nil {
+			t.Error(err)
+		}
+	},
 }
 
 var k8sHost = sessionHost{
@@ -115,6 +123,13 @@ var k8sHost = sessionHost{
 	},
 	reapStale: func(t testing.TB) (int, error) {
 		return openCluster(t, sessionLimits()).Reap(context.Background(), sandbox.Reaping{})
+	},
+	kill: func(t testing.TB, id string) {
+		zero := int64(0)
+		err := podClient(t).CoreV1().Pods(testCluster(t).Namespace).Delete(context.Background(), id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		if err != nil {
+			t.Error(err)
+		}
 	},
 }
 
@@ -192,8 +207,14 @@ func sessionSpec(t testing.TB, h sessionHost) sandbox.Spec {
 // checked gone).
 func openSession(t testing.TB, h sessionHost, l sandbox.Limits) (sandbox.Session, sessionBackend) {
 	t.Helper()
+	return openSessionSpec(t, h, l, sessionSpec(t, h))
+}
+
+// openSessionSpec is openSession of spec.
+func openSessionSpec(t testing.TB, h sessionHost, l sandbox.Limits, spec sandbox.Spec) (sandbox.Session, sessionBackend) {
+	t.Helper()
 	b := h.backend(t, l)
-	s, err := b.OpenSession(context.Background(), sessionSpec(t, h))
+	s, err := b.OpenSession(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,10 +247,10 @@ func sessionRun(t *testing.T, s sandbox.Session, cmd string, o sandbox.ExecOptio
 }
 
 // processes lists the command lines of every process in the session but
-// the listing shell's.
+// the listing shell's and its wrapper's.
 func processes(t *testing.T, s sandbox.Session) []string {
 	t.Helper()
-	out := sessionRun(t, s, `for d in /proc/[0-9]*; do [ "${d#/proc/}" = $$ ] && continue; tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done`, sandbox.ExecOptions{}).Output
+	out := sessionRun(t, s, `for d in /proc/[0-9]*; do case ${d#/proc/} in $$|$PPID) continue ;; esac; tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done`, sandbox.ExecOptions{}).Output
 	var ps []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -297,21 +318,232 @@ func TestSessionTimeoutKillsEveryProcess(t *testing.T) {
 
 // A command that leaves a job running returns once its shell exits, not at
 // its timeout, though the job holds its output (the kubelet keeps a Pod's
-// exec stream open while it does); the job goes on.
+// exec stream open while it does); the job is killed as it returns, unless
+// background jobs are allowed (agent.background): then it goes on.
 func TestSessionBackgroundJob(t *testing.T) {
 	forEachHost(t, func(t *testing.T, h sessionHost) {
+		for _, bg := range []bool{false, true} {
+			spec := sessionSpec(t, h)
+			spec.Background = bg
+			s, _ := openSessionSpec(t, h, sessionLimits(), spec)
+			start := time.Now()
+			res := sessionRun(t, s, "sleep 305 & echo started; exit 4", sandbox.ExecOptions{Timeout: 30 * time.Second})
+			if res.TimedOut || res.ExitCode != 4 || res.Output != "started\n" {
+				t.Errorf("background %v: timed out %v, exit %d, %q: want exit 4 once the shell is gone", bg, res.TimedOut, res.ExitCode, res.Output)
+			}
+			if el := time.Since(start); el > 15*time.Second {
+				t.Errorf("background %v: a command that left a job returned after %s, its timeout 30 s", bg, el)
+			}
+			if ps := processes(t, s); strings.Contains(strings.Join(ps, "\n"), "sleep 305") != bg {
+				t.Errorf("background %v: the processes after the command: %q", bg, ps)
+			}
+		}
+	})
+}
+
+// With background jobs allowed, a session's CPU time is bounded: past it,
+// as a command returns, the sandbox is stopped and the session says why.
+func TestSessionBackgroundCPUBound(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		spec := sessionSpec(t, h)
+		spec.Background, spec.CPUTime = true, time.Second
+		s, _ := openSessionSpec(t, h, sessionLimits(), spec)
+		sessionRun(t, s, "(while :; do :; done) & echo spinning", sandbox.ExecOptions{})
+		// The spinner's CPU time grows as fast as the box lets it: look
+		// every 2 s, for a minute at most.
+		var err error
+		for start := time.Now(); err == nil && time.Since(start) < time.Minute; {
+			time.Sleep(2 * time.Second)
+			_, err = s.Exec(context.Background(), "echo next", sandbox.ExecOptions{Timeout: 30 * time.Second})
+		}
+		if !errors.Is(err, sandbox.ErrSessionKilled) || !strings.Contains(err.Error(), "cpu limit") {
+			t.Errorf("a background spinner past a 1 s CPU bound: %v", err)
+		}
+	})
+}
+
+// Nothing runs between commands unasked: what a command leaves (a job, a
+// job in a new session, a fork bomb in the background) is killed as it
+// returns; the zombies it leaves are reaped by the sandbox's first
+// process. Every command has its stdin closed (a bare cat returns at once)
+// and a non-interactive environment.
+func TestSessionNothingRunsBetweenCommands(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
 		s, _ := openSession(t, h, sessionLimits())
+		before := processes(t, s)
+		res := sessionRun(t, s, "sleep 306 & setsid sleep 307 & (while :; do :; done) & sh -c 'for i in 1 2 3 4 5 6 7 8; do true & done; exec sleep 308' & sleep 0.5; echo left", sandbox.ExecOptions{Timeout: 30 * time.Second})
+		if res.ExitCode != 0 || res.Output != "left\n" {
+			t.Errorf("exit %d %q", res.ExitCode, res.Output)
+		}
+		after := processes(t, s)
+		if len(after) != len(before) {
+			t.Errorf("processes before %q, after %q", before, after)
+		}
+		zombies := sessionRun(t, s, `n=0; for d in /proc/[0-9]*; do read -r st < $d/stat 2>/dev/null || continue; st=${st##*) }; case ${st%% *} in Z) n=$((n+1)) ;; esac; done; echo $n`, sandbox.ExecOptions{})
+		if strings.TrimSpace(zombies.Output) != "0" {
+			t.Errorf("%s zombies left", strings.TrimSpace(zombies.Output))
+		}
 		start := time.Now()
-		res := sessionRun(t, s, "sleep 305 & echo started; exit 4", sandbox.ExecOptions{Timeout: 30 * time.Second})
-		if res.TimedOut || res.ExitCode != 4 || res.Output != "started\n" {
-			t.Errorf("timed out %v, exit %d, %q: want exit 4 once the shell is gone", res.TimedOut, res.ExitCode, res.Output)
+		res = sessionRun(t, s, "cat; echo cat returned", sandbox.ExecOptions{Timeout: 20 * time.Second})
+		if res.TimedOut || res.Output != "cat returned\n" || time.Since(start) > 10*time.Second {
+			t.Errorf("a bare cat: timed out %v %q after %s", res.TimedOut, res.Output, time.Since(start))
 		}
-		if el := time.Since(start); el > 15*time.Second {
-			t.Errorf("a command that left a job returned after %s, its timeout 30 s", el)
+		res = sessionRun(t, s, `echo "$PAGER $GIT_PAGER $TERM $GIT_TERMINAL_PROMPT $DEBIAN_FRONTEND"`, sandbox.ExecOptions{})
+		if res.Output != "cat cat dumb 0 noninteractive\n" {
+			t.Errorf("the environment: %q", res.Output)
 		}
-		if ps := processes(t, s); !strings.Contains(strings.Join(ps, "\n"), "sleep 305") {
-			t.Errorf("the job is gone: %q", ps)
+	})
+}
+
+// Timeouts bind: one under the floor gives the command half a second; one
+// past it kills the command with exit 137, never its own code; a client
+// gone at once (its context cancelled as the command is sent) has its
+// command killed within a second, whenever the kill lands.
+func TestSessionTimeoutsBind(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, _ := openSession(t, h, sessionLimits())
+		res := sessionRun(t, s, "echo quick", sandbox.ExecOptions{Timeout: time.Nanosecond})
+		if res.TimedOut || res.Output != "quick\n" {
+			t.Errorf("a 1 ns timeout: timed out %v %q, want the floor's half second", res.TimedOut, res.Output)
 		}
+		res = sessionRun(t, s, "sleep 5; exit 3", sandbox.ExecOptions{Timeout: time.Second})
+		if !res.TimedOut || res.ExitCode != sandbox.KilledStatus {
+			t.Errorf("timed out %v exit %d, want 137", res.TimedOut, res.ExitCode)
+		}
+		for _, after := range []time.Duration{0, time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond} {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(after, cancel)
+			start := time.Now()
+			s.Exec(ctx, "sleep 4; echo ran > /tmp/ran", sandbox.ExecOptions{Timeout: time.Minute})
+			if el := time.Since(start); el > 2*time.Second {
+				t.Errorf("cancelled after %s: the command ran on for %s", after, el)
+			}
+			res := sessionRun(t, s, "sleep 4.5; cat /tmp/ran 2>/dev/null || echo not run", sandbox.ExecOptions{})
+			if res.Output != "not run\n" {
+				t.Errorf("cancelled after %s: the command ran to its end: %q", after, res.Output)
+			}
+		}
+	})
+}
+
+// A dead sandbox is named at once: a command whose sandbox is killed from
+// outside gets ErrSessionLost on that call, not an exit code; kill -9 -1
+// from inside cannot kill the sandbox's own process (another user's), so
+// the session goes on.
+func TestSessionDeadSandboxNamed(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		s, _ := openSession(t, h, sessionLimits())
+		res, err := s.Exec(context.Background(), "sleep 60 & kill -9 -1; echo after", sandbox.ExecOptions{Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("kill -9 -1 from inside lost the session: %v (exit %d %q)", err, res.ExitCode, res.Output)
+		}
+		if res := sessionRun(t, s, "echo still here", sandbox.ExecOptions{}); res.Output != "still here\n" {
+			t.Errorf("after kill -9 -1: %q", res.Output)
+		}
+		time.AfterFunc(time.Second, func() { h.kill(t, s.ID()) })
+		start := time.Now()
+		res, err = s.Exec(context.Background(), "sleep 60", sandbox.ExecOptions{Timeout: 2 * time.Minute})
+		if !errors.Is(err, sandbox.ErrSessionLost) || errors.Is(err, sandbox.ErrSessionKilled) {
+			t.Errorf("a sandbox killed from outside: exit %d, %v; want lost, not the agent's doing", res.ExitCode, err)
+		}
+		if el := time.Since(start); el > 30*time.Second {
+			t.Errorf("answered after %s", el)
+		}
+	})
+}
+
+// The work tree is bounded by the disk limit in all, not only file by
+// file: past it the sandbox is stopped and the session says why.
+func TestSessionDiskInAll(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		l := sessionLimits()
+		l.DiskMB = 32
+		s, _ := openSession(t, h, l)
+		res := sessionRun(t, s, "dd if=/dev/zero of=a bs=1M count=20 2>/dev/null; sleep 1; echo a", sandbox.ExecOptions{})
+		if res.Output != "a\n" {
+			t.Fatalf("20 MiB under a 32 MiB bound: %q", res.Output)
+		}
+		// Measured once commands have run 2 s (sandbox.DiskEvery) since
+		// the last measure, as an evaluation is: by the third file.
+		var err error
+		for _, f := range []string{"b", "c", "d"} {
+			if _, err = s.Exec(context.Background(), "dd if=/dev/zero of="+f+" bs=1M count=20 2>/dev/null; sleep 1", sandbox.ExecOptions{Timeout: 30 * time.Second}); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, sandbox.ErrSessionKilled) || !strings.Contains(err.Error(), "disk limit") || !strings.Contains(err.Error(), "32 MiB") {
+			t.Errorf("files of 20 MiB in commands of their own under a 32 MiB bound: %v", err)
+		}
+		if _, running, _ := h.state(t, s.ID()); running {
+			t.Error("the sandbox still runs past its disk bound")
+		}
+		s2, _ := openSession(t, h, l)
+		start := time.Now()
+		_, err = s2.Exec(context.Background(), "for f in a b c; do dd if=/dev/zero of=$f bs=1M count=20 2>/dev/null; sleep 2; done; sleep 20", sandbox.ExecOptions{Timeout: time.Minute})
+		if !errors.Is(err, sandbox.ErrSessionKilled) || !strings.Contains(err.Error(), "disk limit") {
+			t.Errorf("60 MiB in one command under a 32 MiB bound: %v", err)
+		}
+		if el := time.Since(start); el > 20*time.Second {
+			t.Errorf("stopped after %s", el)
+		}
+	})
+}
+
+// A session's life is its spec's Timeout, not twice it and more: a command
+// running at its end is killed and the session ends as expired; its
+// sandbox's deadline is its life and a minute.
+func TestSessionLife(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		spec := sessionSpec(t, h)
+		spec.Timeout = 20 * time.Second
+		s, _ := openSessionSpec(t, h, sessionLimits(), spec)
+		l, _, _ := h.state(t, s.ID())
+		d, _ := strconv.ParseInt(l[sandbox.LabelDeadline], 10, 64)
+		if left := time.Until(time.Unix(d, 0)); left > spec.Timeout+time.Minute+5*time.Second {
+			t.Errorf("the sandbox's deadline is %s away, its life %s", left.Round(time.Second), spec.Timeout)
+		}
+		start := time.Now()
+		_, err := s.Exec(context.Background(), "sleep 120", sandbox.ExecOptions{Timeout: 2 * time.Minute})
+		if !errors.Is(err, sandbox.ErrSessionExpired) {
+			t.Errorf("a command past the session's life: %v", err)
+		}
+		if el := time.Since(start); el > 25*time.Second {
+			t.Errorf("a 20 s life ended after %s", el)
+		}
+	})
+}
+
+// Close ends a session now: a command running is cut short, the sandbox
+// removed, without waiting for the command.
+func TestSessionCloseDoesNotWait(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h sessionHost) {
+		b := h.backend(t, sessionLimits())
+		s, err := b.OpenSession(context.Background(), sessionSpec(t, h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := s.Exec(context.Background(), "sleep 120", sandbox.ExecOptions{Timeout: 2 * time.Minute})
+			errc <- err
+		}()
+		time.Sleep(time.Second)
+		start := time.Now()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errc:
+			if !errors.Is(err, sandbox.ErrSessionClosed) {
+				t.Errorf("the running command: %v, want closed", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the running command did not return after the close")
+		}
+		if el := time.Since(start); el > 20*time.Second {
+			t.Errorf("close and the command's end took %s", el)
+		}
+		assertGone(t, h, s.ID())
 	})
 }
 
@@ -431,7 +663,10 @@ func TestSessionDiff(t *testing.T) {
 mkdir -p pkg && printf 'x = 1\n' > pkg/new.py
 git config diff.external /bin/false
 printf '*.py diff=fake\n' > .gitattributes && git config diff.fake.textconv 'echo forged'
-mkdir -p .git/hooks && printf '#!/bin/sh\necho hook ran >> /tmp/hook\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`, sandbox.ExecOptions{})
+mkdir -p .git/hooks && printf '#!/bin/sh\necho hook ran >> /tmp/hook\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+git config filter.evil.clean 'sed s/sub/FORGED/' && git config filter.evil.smudge cat && printf '*.py filter=evil\n' >> .gitattributes
+git config core.fsmonitor 'echo fsmonitor ran >> /tmp/hook; false'
+printf 'calc.py ident text eol=crlf working-tree-encoding=UTF-16\n' >> .gitattributes && printf '# $Id: forged $\n' >> calc.py`, sandbox.ExecOptions{})
 		diff, err := s.Diff(context.Background(), "HEAD", 1<<20)
 		if err != nil {
 			t.Fatal(err)
@@ -441,8 +676,11 @@ mkdir -p .git/hooks && printf '#!/bin/sh\necho hook ran >> /tmp/hook\n' > .git/h
 				t.Errorf("the diff lacks %q:\n%s", want, diff)
 			}
 		}
-		if strings.Contains(diff, "forged") {
-			t.Errorf("the agent's text conversion ran:\n%s", diff)
+		if strings.Contains(diff, "forged\n") || strings.Contains(diff, "FORGED") || !strings.Contains(diff, "+# $Id: forged $") {
+			t.Errorf("the agent's text conversion, clean filter or attributes rewrote the diff:\n%s", diff)
+		}
+		if res := sessionRun(t, s, "cat /tmp/hook 2>/dev/null; true", sandbox.ExecOptions{}); res.Output != "" {
+			t.Errorf("the agent's git ran: %q", res.Output)
 		}
 		if _, err := s.Diff(context.Background(), "HEAD", 10); err == nil || !strings.Contains(err.Error(), "over 10") {
 			t.Errorf("a diff over its bound: %v", err)

@@ -71,6 +71,14 @@ type Spec struct {
 	// WritableRoot keeps the root filesystem writable for this evaluation
 	// (its setup writes system files), whatever Limits say.
 	WritableRoot bool
+	// Background lets what a session's command leaves running go on
+	// between commands (agent.background); otherwise it is killed when the
+	// command returns.
+	Background bool
+	// CPUTime bounds a session's CPU time where Background is set (0:
+	// none), checked as each command returns: past it the sandbox is
+	// stopped.
+	CPUTime time.Duration
 }
 
 // Durations say where an evaluation's time went.

@@ -83,14 +83,25 @@ func (s *Server) auth(h http.Handler) http.Handler {
 	}
 	want := []byte(s.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(token, " ")), want) != 1 {
+		token, ok := bearerToken(r)
+		if !ok || subtle.ConstantTimeCompare([]byte(token), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="swetui"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer <token>)")
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// bearerToken is the request's bearer token, as auth reads it: the
+// scheme's name in any case, the spaces after it dropped; ok is false
+// when the header holds no bearer token.
+func bearerToken(r *http.Request) (token string, ok bool) {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
 }
 
 // requestError is a request the server will not score, with its status.

@@ -59,10 +59,19 @@ func TestRequestTimeout(t *testing.T) {
 	if a.code != 504 || !strings.Contains(string(a.body), "serve.request_timeout_s") {
 		t.Errorf("%d %s, want 504", a.code, a.body)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.ctxErrs) != 1 || !errors.Is(f.ctxErrs[0], context.DeadlineExceeded) {
-		t.Errorf("the scorer's context: %v, want it past its deadline", f.ctxErrs)
+	// The scorer runs beside the handler, which answers at the deadline: the
+	// scorer's own record of its cancelled context may land just after.
+	var errs []error
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		f.mu.Lock()
+		errs = append([]error(nil), f.ctxErrs...)
+		f.mu.Unlock()
+		if len(errs) > 0 {
+			break
+		}
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], context.DeadlineExceeded) {
+		t.Errorf("the scorer's context: %v (%d calls), want it past its deadline", errs, f.calls.Load())
 	}
 }
 

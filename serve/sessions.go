@@ -51,12 +51,42 @@ type SessionLimits struct {
 	Idle       time.Duration // a session not used for this long is closed
 	MaxTimeout time.Duration // a command's timeout at most (and its default)
 	MaxOutput  int           // bytes of a command's output answered, head and tail
+	// Life is a session's whole life (agent.session_minutes; 0: none):
+	// past it the session ends, a command running then killed, and its
+	// calls answer 410 saying so.
+	Life time.Duration
+}
+
+// MinExecTimeout is the shortest timeout a command gets (sandbox's).
+const MinExecTimeout = 500 * time.Millisecond
+
+// ExecTimeout is the timeout of a command that asks for secs seconds
+// (0 or less: the default, max): clamped in floating point before it
+// becomes a Duration, so that 1e10 or 1e300 are max, never an overflow
+// that kills at once or never, and at least MinExecTimeout.
+func ExecTimeout(secs float64, max time.Duration) time.Duration {
+	limit := max.Seconds()
+	if !(secs > 0) || secs > limit { // NaN too
+		secs = limit
+	}
+	if d := time.Duration(secs * float64(time.Second)); d > MinExecTimeout {
+		return d
+	}
+	return MinExecTimeout
 }
 
 // SessionsFromConfig reads [serve]'s session limits.
 func SessionsFromConfig(c config.Serve) SessionLimits {
 	return SessionLimits{Max: c.MaxSessions, PerToken: c.SessionsPerToken, Idle: time.Duration(c.SessionIdleS) * time.Second,
 		MaxTimeout: time.Duration(c.ExecTimeoutS) * time.Second, MaxOutput: c.ExecOutputKB << 10}
+}
+
+// SessionsFromConfigs reads [serve]'s session limits and agent's session
+// life (agent.session_minutes).
+func SessionsFromConfigs(c config.Serve, a config.Agent) SessionLimits {
+	l := SessionsFromConfig(c)
+	l.Life = time.Duration(a.SessionMinutes) * time.Minute
+	return l
 }
 
 // OpenRequest is POST /v1/sessions' body.
@@ -71,6 +101,9 @@ type OpenResponse struct {
 	ProblemStatement string  `json:"problem_statement"`
 	Workdir          string  `json:"workdir"`
 	IdleTimeoutS     float64 `json:"idle_timeout_s"`
+	// LifeS is the session's whole life (agent.session_minutes), 0 for
+	// none.
+	LifeS float64 `json:"life_s,omitempty"`
 }
 
 // ExecRequest is POST /v1/sessions/{id}/exec's body.
@@ -83,12 +116,15 @@ type ExecRequest struct {
 // timeout), its output as kept (head and tail of stdout and stderr) and the
 // bytes it wrote in all.
 type ExecResponse struct {
-	ExitCode    int     `json:"exit_code"`
-	Output      string  `json:"output"`
-	OutputBytes int64   `json:"output_bytes"`
-	OutputCut   bool    `json:"output_cut"`
-	TimedOut    bool    `json:"timed_out"`
-	DurationS   float64 `json:"duration_s"`
+	ExitCode    int    `json:"exit_code"`
+	Output      string `json:"output"`
+	OutputBytes int64  `json:"output_bytes"`
+	OutputCut   bool   `json:"output_cut"`
+	// OutputOmitted is how many bytes of the output were left out (in
+	// the middle, where the output says so).
+	OutputOmitted int64   `json:"output_omitted_bytes,omitempty"`
+	TimedOut      bool    `json:"timed_out"`
+	DurationS     float64 `json:"duration_s"`
 }
 
 // SubmitRequest is POST /v1/sessions/{id}/submit's body (it may be empty).
@@ -123,7 +159,10 @@ type liveSession struct {
 	last      string
 	lastExit  int
 	diffBytes int // the submitted diff's size
-	closed    bool
+	// ended is why it ended, once it has ("" while it runs), end the word
+	// for it; guarded by sessions.mu.
+	ended string
+	end   event.End
 }
 
 // sessions are the server's live sessions.
@@ -134,10 +173,13 @@ type sessions struct {
 
 func (s *Server) sessionsEnabled() bool { return s.opts.OpenSession != nil }
 
-// owner is the digest of the request's bearer token: sessions are the
-// client's who opened them.
+// owner is the digest of the request's bearer token, as auth reads it
+// (not the raw header: "bearer", "BEARER" or two spaces are the same
+// token): sessions are the client's who opened them. Clients without a
+// token (a server without one) share the empty one.
 func owner(r *http.Request) string {
-	h := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+	token, _ := bearerToken(r)
+	h := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(h[:8])
 }
 
@@ -157,10 +199,12 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, "POST to open a session, GET to list them")
 	case action == "" && r.Method == http.MethodDelete:
-		s.withSession(w, r, id, func(ls *liveSession) {
-			s.endSession(ls, "deleted")
+		// Not one request at a time: a running command is cut short, the
+		// sandbox removed now.
+		if ls := s.ownSession(w, r, id); ls != nil {
+			s.endSession(ls, event.EndDeleted, "")
 			w.WriteHeader(http.StatusNoContent)
-		})
+		}
 	case action == "exec" && r.Method == http.MethodPost:
 		s.withSession(w, r, id, func(ls *liveSession) { s.execSession(w, r, ls) })
 	case action == "submit" && r.Method == http.MethodPost:
@@ -229,17 +273,24 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) {
 		s.answerError(w, "POST /v1/sessions", &requestError{http.StatusServiceUnavailable, fmt.Sprintf("open a session for %s: %v", quote(req.InstanceID), err)})
 		return
 	}
-	ls.mu.Lock()
+	s.live.mu.Lock()
 	ls.s = sess
-	ls.mu.Unlock()
+	ls.used = time.Now() // idle from when it can be used
+	ended := ls.ended
+	s.live.mu.Unlock()
+	if ended != "" { // deleted, or the server stopped, while it opened
+		sess.Close()
+		writeError(w, http.StatusGone, fmt.Sprintf("session %s ended while it opened: %s", ls.id, ended))
+		return
+	}
 	writeJSON(w, http.StatusCreated, OpenResponse{SessionID: ls.id, InstanceID: k.inst.InstanceID, ProblemStatement: k.inst.ProblemStatement,
-		Workdir: k.inst.WorkdirOrDefault(), IdleTimeoutS: l.Idle.Seconds()})
+		Workdir: k.inst.WorkdirOrDefault(), IdleTimeoutS: l.Idle.Seconds(), LifeS: l.Life.Seconds()})
 	s.message(event.Info, fmt.Sprintf("session %s opened on %s", ls.id, quote(k.inst.InstanceID)))
 }
 
-// withSession runs f on session id, owned by the request's client, one
-// request at a time.
-func (s *Server) withSession(w http.ResponseWriter, r *http.Request, id string, f func(*liveSession)) {
+// ownSession is session id if the request's client owns it, or nil,
+// answered 404.
+func (s *Server) ownSession(w http.ResponseWriter, r *http.Request, id string) *liveSession {
 	s.live.mu.Lock()
 	ls, ok := s.live.byID[id]
 	if ok && ls.owner == owner(r) {
@@ -248,18 +299,43 @@ func (s *Server) withSession(w http.ResponseWriter, r *http.Request, id string, 
 	s.live.mu.Unlock()
 	if !ok || ls.owner != owner(r) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %s (it ended, was reaped after serve.session_idle_s, or is another client's)", quote(id)))
+		return nil
+	}
+	return ls
+}
+
+// withSession runs f on session id, owned by the request's client, one
+// request at a time.
+func (s *Server) withSession(w http.ResponseWriter, r *http.Request, id string, f func(*liveSession)) {
+	ls := s.ownSession(w, r, id)
+	if ls == nil {
 		return
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.closed || ls.s == nil {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %s: it has ended", quote(id)))
+	s.live.mu.Lock()
+	ended, opened := ls.ended, ls.s != nil
+	s.live.mu.Unlock()
+	switch {
+	case ended != "":
+		writeError(w, http.StatusGone, fmt.Sprintf("session %s has ended: %s", quote(id), ended))
+		return
+	case !opened:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %s yet: it is opening", quote(id)))
 		return
 	}
 	f(ls)
 	s.live.mu.Lock()
 	ls.used = time.Now()
 	s.live.mu.Unlock()
+}
+
+// expired says why ls has passed its life (EndExpired), or "".
+func (s *Server) expired(ls *liveSession, now time.Time) string {
+	if l := s.opts.Sessions.Life; l > 0 && now.Sub(ls.opened) >= l {
+		return fmt.Sprintf("expired: its life of %s (agent.session_minutes) is spent", l)
+	}
+	return ""
 }
 
 func (s *Server) execSession(w http.ResponseWriter, r *http.Request, ls *liveSession) {
@@ -278,22 +354,48 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, ls *liveSes
 		return
 	}
 	l := s.opts.Sessions
-	timeout := l.MaxTimeout
-	if req.TimeoutS > 0 {
-		timeout = min(time.Duration(req.TimeoutS*float64(time.Second)), l.MaxTimeout)
+	timeout := ExecTimeout(req.TimeoutS, l.MaxTimeout)
+	lastWords := false
+	if l.Life > 0 {
+		left := l.Life - time.Since(ls.opened)
+		if left <= 0 {
+			why := s.expired(ls, time.Now())
+			s.endSession(ls, event.EndExpired, why)
+			writeError(w, http.StatusGone, fmt.Sprintf("session %s has ended: %s", ls.id, why))
+			return
+		}
+		if left <= timeout {
+			timeout, lastWords = left, true // the session ends then
+		}
 	}
 	res, err := ls.s.Exec(r.Context(), req.Command, timeout)
 	s.live.mu.Lock()
 	ls.commands++
 	ls.last, ls.lastExit = clip(req.Command, 200), res.ExitCode
 	n := ls.commands
+	ended := ls.ended
 	s.live.mu.Unlock()
 	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client left
+		if ended != "" { // deleted, expired, the server stopping
+			writeError(w, http.StatusGone, fmt.Sprintf("session %s has ended: %s", ls.id, ended))
+			return
 		}
-		s.endSession(ls, "lost")
+		if why := s.expired(ls, time.Now()); why != "" {
+			s.endSession(ls, event.EndExpired, why)
+			writeError(w, http.StatusGone, fmt.Sprintf("session %s has ended: %s", ls.id, why))
+			return
+		}
+		if r.Context().Err() != nil {
+			return // the client left; its command was killed
+		}
+		s.endSession(ls, event.EndLost, "")
 		writeError(w, http.StatusGone, fmt.Sprintf("session %s is lost: %v", ls.id, err))
+		return
+	}
+	if lastWords && res.TimedOut {
+		why := fmt.Sprintf("expired: its life of %s (agent.session_minutes) is spent", l.Life)
+		s.endSession(ls, event.EndExpired, why)
+		writeError(w, http.StatusGone, fmt.Sprintf("session %s has ended: %s", ls.id, why))
 		return
 	}
 	// The console's Containers pane follows the session as it follows a
@@ -336,7 +438,7 @@ func (s *Server) submitSession(w http.ResponseWriter, r *http.Request, ls *liveS
 		diff = ""
 	}
 	ls.diffBytes = len(diff)
-	s.endSession(ls, "submitted")
+	s.endSession(ls, event.EndSubmitted, "")
 	release, err := s.queue.acquire(ctx)
 	if err != nil {
 		s.refuse(ctx, w, r, "submit "+ls.id, err)
@@ -353,7 +455,7 @@ func (s *Server) submitSession(w http.ResponseWriter, r *http.Request, ls *liveS
 	s.m.observe(v)
 	step := int(s.seq.Add(1))
 	s.publish(event.StepStarted{Step: step, Phase: phase, Time: start})
-	s.publishEnd(ls, "submitted") // again: the step's start cleared the ended rows
+	s.publishEnd(ls, event.EndSubmitted) // again: the step's start cleared the ended rows
 	shown := v
 	shown.Patch = clip(v.Patch, shownBytes)
 	s.publish(event.CompletionScored{Step: step, Completion: clip(diff, shownBytes), Verdict: shown, IssueText: clip(ls.inst.ProblemStatement, shownBytes)})
@@ -367,30 +469,37 @@ func (s *Server) submitSession(w http.ResponseWriter, r *http.Request, ls *liveS
 		Cached: []bool{false}, ElapsedS: elapsed.Seconds()})
 }
 
-// endSession closes a session once; the caller holds ls.mu or the
-// session is idle.
-func (s *Server) endSession(ls *liveSession, why string) {
+// endSession closes a session once, whoever calls it, a command of it
+// running or not (its Close cuts the command short).
+func (s *Server) endSession(ls *liveSession, end event.End, why string) {
+	if why == "" {
+		why = string(end)
+	}
 	s.live.mu.Lock()
 	delete(s.live.byID, ls.id)
+	first := ls.ended == ""
+	if first {
+		ls.ended, ls.end = why, end
+	}
+	sess := ls.s
 	s.live.mu.Unlock()
-	if ls.closed {
+	if !first {
 		return
 	}
-	ls.closed = true
-	if ls.s != nil {
-		ls.s.Close()
+	if sess != nil {
+		sess.Close()
 	}
-	s.publishEnd(ls, why)
+	s.publishEnd(ls, end)
 	s.message(event.Info, fmt.Sprintf("session %s %s after %d commands", ls.id, why, ls.commands))
 }
 
 // publishEnd tells the console that a session ended, and why (submitted:
 // its diff is graded, the verdict coming as the step's completion).
-func (s *Server) publishEnd(ls *liveSession, why string) {
+func (s *Server) publishEnd(ls *liveSession, end event.End) {
 	s.live.mu.Lock()
 	n := ls.commands
 	s.live.mu.Unlock()
-	s.publish(event.TurnPlayed{Session: ls.id, InstanceID: ls.inst.InstanceID, Turn: n, End: why, DiffBytes: ls.diffBytes}.Bounded())
+	s.publish(event.TurnPlayed{Session: ls.id, InstanceID: ls.inst.InstanceID, Turn: n, End: end, DiffBytes: ls.diffBytes}.Bounded())
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -414,34 +523,43 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 // stop; then every session left.
 func (s *Server) reapIdle(stop <-chan struct{}) {
 	every := max(time.Second, s.opts.Sessions.Idle/10)
+	if l := s.opts.Sessions.Life; l > 0 {
+		every = min(every, max(100*time.Millisecond, l/20))
+	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-stop:
-			s.closeAllSessions("closed: the server stopped")
+			s.closeAllSessions(event.EndStopped, "closed: the server stopped")
 			return
 		case <-tick.C:
 		}
 		now := time.Now()
-		var idle []*liveSession
+		var idle, spent []*liveSession
 		s.live.mu.Lock()
 		for _, ls := range s.live.byID {
-			if ls.s != nil && now.Sub(ls.used) > s.opts.Sessions.Idle {
+			switch {
+			case ls.s != nil && s.expired(ls, now) != "":
+				spent = append(spent, ls)
+			case ls.s != nil && now.Sub(ls.used) > s.opts.Sessions.Idle:
 				idle = append(idle, ls)
 			}
 		}
 		s.live.mu.Unlock()
+		for _, ls := range spent { // in use or not: a command running is cut short
+			s.endSession(ls, event.EndExpired, s.expired(ls, now))
+		}
 		for _, ls := range idle {
 			if ls.mu.TryLock() { // one in use is not idle
-				s.endSession(ls, fmt.Sprintf("reaped: idle over %s (serve.session_idle_s)", s.opts.Sessions.Idle))
+				s.endSession(ls, event.EndReaped, fmt.Sprintf("reaped: idle over %s (serve.session_idle_s)", s.opts.Sessions.Idle))
 				ls.mu.Unlock()
 			}
 		}
 	}
 }
 
-func (s *Server) closeAllSessions(why string) {
+func (s *Server) closeAllSessions(end event.End, why string) {
 	s.live.mu.Lock()
 	all := make([]*liveSession, 0, len(s.live.byID))
 	for _, ls := range s.live.byID {
@@ -449,9 +567,7 @@ func (s *Server) closeAllSessions(why string) {
 	}
 	s.live.mu.Unlock()
 	for _, ls := range all {
-		ls.mu.Lock()
-		s.endSession(ls, why)
-		ls.mu.Unlock()
+		s.endSession(ls, end, why)
 	}
 }
 

@@ -23,7 +23,7 @@ func (t *Trainer) agentGroup(ctx context.Context, inst *task.Instance, cur curso
 		return nil, fmt.Errorf("rollout.mode = agent: this run has no agent (no sandbox pool)")
 	}
 	begin := time.Now()
-	text, err := AgentPromptOf(ctx, t.d.Prompter, t.d.Chat, inst)
+	text, err := prompt.AgentPromptOf(ctx, t.d.Prompter, t.d.Chat, inst)
 	if err != nil {
 		return nil, fmt.Errorf("agent prompt %s: %w", inst.InstanceID, err)
 	}
@@ -68,15 +68,6 @@ func (t *Trainer) agentGroup(ctx context.Context, inst *task.Instance, cur curso
 	return gr, nil
 }
 
-// AgentPromptOf is agent mode's prompt of inst: p's when it renders one,
-// else the issue alone in chat.
-func AgentPromptOf(ctx context.Context, p Prompter, chat prompt.ChatFormat, inst *task.Instance) (string, error) {
-	if ap, ok := p.(AgentPrompter); ok {
-		return ap.AgentPrompt(ctx, inst)
-	}
-	return chat.RenderAgentPrompt(inst.ProblemStatement, inst.WorkdirOrDefault(), nil)
-}
-
 // sampleTurn draws one reply of a trajectory as sample draws a group,
 // through the policy's turn cache where it has one. Trajectories sample
 // their turns at once: a TurnPolicy decodes them together.
@@ -111,7 +102,7 @@ func (t *Trainer) trainable(gr *group, i int) bool {
 func agentMetrics(m *event.Metrics, groups []*group) {
 	n := 0
 	turns := 0
-	counts := map[string]int{}
+	counts := map[event.End]int{}
 	for _, gr := range groups {
 		if !gr.agent {
 			continue
@@ -125,8 +116,8 @@ func agentMetrics(m *event.Metrics, groups []*group) {
 	if n == 0 {
 		return
 	}
-	share := func(e string) float64 { return float64(counts[e]) / float64(n) }
-	m.AgentSubmitted, m.AgentTurnLimit, m.AgentContextFull = share("submitted"), share("turn_limit"), share("context_full")
-	m.AgentTimeouts, m.AgentContainer = share("timeout_budget"), share("container_failure")
+	share := func(e event.End) float64 { return float64(counts[e]) / float64(n) }
+	m.AgentSubmitted, m.AgentTurnLimit, m.AgentContextFull = share(event.EndSubmitted), share(event.EndTurnLimit), share(event.EndContextFull)
+	m.AgentTimeouts, m.AgentContainer = share(event.EndTimeoutBudget), share(event.EndContainer)
 	m.AgentTurns = float64(turns) / float64(n)
 }

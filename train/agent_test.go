@@ -58,7 +58,7 @@ func (p *recordingPolicy) Version() int             { return p.version }
 // trainer and adding an observation of three tokens after each reply;
 // trajectory i ends and is graded as ends[i] and rewards[i].
 type scriptedAgent struct {
-	ends    []string
+	ends    []event.End
 	rewards []float64
 	played  []Rollout
 }
@@ -102,7 +102,7 @@ func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
 	cfg := testConfig(t, "rollout.mode=agent", "agent.unfinished=mask", "agent.group_size=4", "grpo.prompts_per_step=1", "run.max_steps=1",
 		"grpo.dynamic_sampling=false", "grpo.loss_agg=token-mean")
 	pol := &recordingPolicy{}
-	ag := &scriptedAgent{ends: []string{"submitted", "submitted", "turn_limit", "submitted"}, rewards: []float64{1, 0, 1, 0.5}}
+	ag := &scriptedAgent{ends: []event.End{"submitted", "submitted", "turn_limit", "submitted"}, rewards: []float64{1, 0, 1, 0.5}}
 	tr := New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Agent: ag, DockerOK: true})
 	evs := drain(tr)
 	if err := tr.Run(context.Background()); err != nil {
@@ -232,11 +232,76 @@ func TestAgentGroupsPlayAtOnce(t *testing.T) {
 		}
 		return order
 	}
-	ends, rewards := []string{"submitted", "submitted"}, []float64{1, 0}
+	ends, rewards := []event.End{"submitted", "submitted"}, []float64{1, 0}
 	got := run(&barrierAgent{scriptedAgent: scriptedAgent{ends: ends, rewards: rewards}, n: 3, arrived: make(chan struct{})})
 	// The same seed's tasks, drawn in order: as an agent that plays alone.
 	want := run(&scriptedAgent{ends: ends, rewards: rewards})
 	if len(got) != 6 || !slices.Equal(got, want) {
 		t.Errorf("completions of %v, want %v (the tasks in the order drawn)", got, want)
 	}
+}
+
+// TestUnfinishedShownAsTrained (issue 45, item 10): what the console and
+// rollouts.jsonl show of an unfinished trajectory is what trained on it:
+// under agent.unfinished = zero its trained reward, 0, beside the graded
+// one; under mask, that it was left out; under graded, the graded reward
+// alone.
+func TestUnfinishedShownAsTrained(t *testing.T) {
+	for _, tt := range []struct {
+		unfinished string
+		trained    *float64 // the unfinished one's
+		masked     bool
+	}{
+		{"zero", new(float64), false},
+		{"mask", nil, true},
+		{"graded", nil, false},
+	} {
+		t.Run(tt.unfinished, func(t *testing.T) {
+			cfg := testConfig(t, "rollout.mode=agent", "agent.unfinished="+tt.unfinished, "agent.group_size=2",
+				"grpo.prompts_per_step=1", "run.max_steps=1", "grpo.dynamic_sampling=false")
+			ag := &scriptedAgent{ends: []event.End{"submitted", "turn_limit"}, rewards: []float64{1, 1}}
+			tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Agent: ag, DockerOK: true})
+			evs := drain(tr)
+			if err := tr.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var scored []event.CompletionScored
+			for _, ev := range <-evs {
+				if c, ok := ev.(event.CompletionScored); ok {
+					scored = append(scored, c)
+				}
+			}
+			ix, err := history.Open(cfg.Run.OutDir)
+			if err != nil || len(scored) != 2 || len(ix.Entries) != 2 {
+				t.Fatalf("%d completions published, %d recorded (%v)", len(scored), len(ix.Entries), err)
+			}
+			for i, c := range scored {
+				line, err := history.Read(cfg.Run.OutDir, ix.Entries[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantTrained, wantMasked := (*float64)(nil), false
+				if i == 1 {
+					wantTrained, wantMasked = tt.trained, tt.masked
+				}
+				for where, got := range map[string]event.CompletionScored{"published": c, "rollouts.jsonl": line} {
+					if !reflect.DeepEqual(got.Trained, wantTrained) || got.Masked != wantMasked || got.Verdict.Reward != 1 {
+						t.Errorf("%s completion %d: trained %v masked %v graded %v, want %v %v 1", where, i,
+							fmtPtr(got.Trained), got.Masked, got.Verdict.Reward, fmtPtr(wantTrained), wantMasked)
+					}
+				}
+			}
+			// The advantages follow the trained rewards: 1 against 0 under zero.
+			if tt.unfinished == "zero" && !(scored[0].Advantage > 0 && scored[1].Advantage < 0) {
+				t.Errorf("advantages %v %v, want the submitted one above the unfinished one", scored[0].Advantage, scored[1].Advantage)
+			}
+		})
+	}
+}
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/internal/durable"
 )
 
@@ -31,12 +32,11 @@ type Store interface {
 // built in a temporary folder beside it and renamed into place, so a crash or
 // kill -9 leaves either the old set or the new one, never a torn folder.
 const (
-	checkpointsDir = "checkpoints"
-	stateFile      = "state.json"
-	configFile     = "config.toml"
+	stateFile  = "state.json"
+	configFile = "config.toml"
 )
 
-func (t *Trainer) checkpointRoot() string { return filepath.Join(t.cfg.Run.OutDir, checkpointsDir) }
+func (t *Trainer) checkpointRoot() string { return history.RunDir(t.cfg.Run.OutDir).Checkpoints() }
 
 // save writes a checkpoint of the current step. When the disk is full it
 // removes the older checkpoints (all but the newest), says so, and tries
@@ -146,7 +146,7 @@ func listCheckpoints(root string) ([]string, error) {
 
 // LatestCheckpoint returns the newest complete checkpoint of a run folder, or "".
 func LatestCheckpoint(outDir string) (string, error) {
-	steps, err := listCheckpoints(filepath.Join(outDir, checkpointsDir))
+	steps, err := listCheckpoints(history.RunDir(outDir).Checkpoints())
 	if err != nil || len(steps) == 0 {
 		return "", err
 	}

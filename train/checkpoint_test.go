@@ -91,7 +91,7 @@ func TestCheckpointsAreAtomicAndPruned(t *testing.T) {
 	if err := tr.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(cfg.Run.OutDir, checkpointsDir)
+	root := filepath.Join(cfg.Run.OutDir, history.CheckpointsDir)
 	// A save killed half-way leaves a temporary folder and no state.json: ignored.
 	if err := os.MkdirAll(filepath.Join(root, ".tmp-123"), 0o755); err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestFullDiskPrunesOlderCheckpointsAndSays(t *testing.T) {
 	for _, m := range msgs {
 		said = said || strings.Contains(m.Text, "disk full while saving step 4: removed 2 older checkpoints")
 	}
-	steps, _ := listCheckpoints(filepath.Join(cfg.Run.OutDir, checkpointsDir))
+	steps, _ := listCheckpoints(filepath.Join(cfg.Run.OutDir, history.CheckpointsDir))
 	if !said || len(steps) != 2 || filepath.Base(steps[1]) != "step-00000004" {
 		t.Fatalf("said %v, checkpoints %v; messages %v", said, steps, msgs)
 	}

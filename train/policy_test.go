@@ -19,6 +19,7 @@ import (
 	"github.com/swetui/swetui/model/cuda"
 	"github.com/swetui/swetui/policy"
 	"github.com/swetui/swetui/policy/policytest"
+	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/train"
 )
 
@@ -38,7 +39,7 @@ func shareOfAConfig(t *testing.T) config.Config {
 
 // learnShareOfA runs GRPO on pol rewarding shareOfA and fails unless the
 // mean reward of the last 5 steps is 0.2 above that of the first 5.
-func learnShareOfA(t *testing.T, cfg config.Config, pol train.Policy, ref train.Reference, store train.Store, tok train.Tokenizer) {
+func learnShareOfA(t *testing.T, cfg config.Config, pol train.Policy, ref train.Reference, store train.Store, tok prompt.Tokenizer) {
 	t.Helper()
 	tr := train.New(cfg, train.Deps{Policy: pol, Reference: ref, Tokenizer: tok, Scorer: shareOfA, Prompter: train.StaticPrompter{},
 		Tasks: train.FakeTasks(3), Store: store})

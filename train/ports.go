@@ -72,6 +72,12 @@ type Policy interface {
 	Version() int
 }
 
+// GPUReporter is a Policy on several GPUs: after each step the trainer
+// publishes their shares (event.GPUs). It must not wait on a device.
+type GPUReporter interface {
+	GPUShares() []event.GPUShare
+}
+
 // SnapshotSampler is a Policy that can sample from a copy of its weights
 // taken at the end of the last Step, so that sampling may run while Backward
 // and Step do: the async loop then generates during training instead of
@@ -102,27 +108,10 @@ type Reference interface {
 	Logprobs(ctx context.Context, seqs []Sequence) ([][]float64, error)
 }
 
-// Tokenizer turns text into tokens and back.
-type Tokenizer interface {
-	Encode(text string) []int
-	Decode(tokens []int) string
-}
-
 // Scorer turns a group's completions into verdicts in a curriculum phase
 // (reward.Scorer).
 type Scorer interface {
 	Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]event.Verdict, error)
-}
-
-// Prompter renders the prompt text of a task.
-type Prompter interface {
-	Prompt(ctx context.Context, inst *task.Instance) (string, error)
-}
-
-// AgentPrompter renders agent mode's prompt of a task (prompt.Repo and
-// prompt.Text): the issue and the paths of the files data.prompt chose.
-type AgentPrompter interface {
-	AgentPrompt(ctx context.Context, inst *task.Instance) (string, error)
 }
 
 // TurnSampler draws one reply of an agent's trajectory from its context

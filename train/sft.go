@@ -121,7 +121,7 @@ type SFTSkips struct {
 // synthetic fixes, keeping the pairs that fit: the completion within MaxNew
 // tokens and the whole within the context (the prompt is cut from the front
 // when needed). skipped counts the gold completions that do not fit.
-func SFTExamples(ctx context.Context, tasks []*task.Instance, p Prompter, tok Tokenizer, d SFTData) (out []SFTExample, skipped SFTSkips, err error) {
+func SFTExamples(ctx context.Context, tasks []*task.Instance, p prompt.Prompter, tok prompt.Tokenizer, d SFTData) (out []SFTExample, skipped SFTSkips, err error) {
 	add := func(ex SFTExample, promptText, patch string) (bool, error) {
 		patch, err := task.TrimContext(patch, d.ContextLines)
 		if err != nil {

@@ -61,6 +61,11 @@ func (t *Trainer) step(ctx context.Context) error {
 		return err
 	}
 	t.publish(event.StepFinished{Step: step, Phase: phase, Version: version, Metrics: m, Duration: trainDone.Sub(begin)})
+	if g, ok := t.d.Policy.(GPUReporter); ok {
+		if shares := g.GPUShares(); len(shares) > 0 {
+			t.publish(event.GPUs{Step: step, Shares: shares})
+		}
+	}
 	if ev := t.st.Curriculum.Observe(step, m); ev != nil {
 		t.publish(*ev)
 	}
@@ -91,6 +96,13 @@ func (t *Trainer) recordCompletions(step int, groups []*group) error {
 				TokenLogprobs: event.PackTokens(gr.samples[i].Tokens, gr.samples[i].Logprobs), PromptHash: prompt}
 			if gr.agent {
 				ev.Agent = gr.trajs[i]
+				// What the advantage saw, where the trainer's rule replaced
+				// the graded reward (shapedRewards): the console and
+				// rollouts.jsonl show what was trained on.
+				if t.zeroed(gr, i) && !gr.verdicts[i].Infra {
+					ev.Trained = new(float64)
+				}
+				ev.Masked = !t.trainable(gr, i) && !gr.verdicts[i].Infra
 			}
 			if log := ev.Verdict.Log; log != "" {
 				// Kept on disk; the console and rollouts.jsonl carry its path.
@@ -175,11 +187,17 @@ func (t *Trainer) shapedRewards(gr *group) (rewards []float64, valid []bool, ove
 			overlong[i] = g.OverlongPenalty * SoftOverlongPunishment(len(s.Tokens), s.Truncated, t.cfg.Sample.MaxNewTokens, g.OverlongBuffer)
 		}
 		rewards[i], valid[i] = v.Reward+overlong[i], t.trainable(gr, i)
-		if gr.agent && !gr.finished[i] && t.cfg.Agent.Unfinished == config.UnfinishedZero {
+		if t.zeroed(gr, i) {
 			rewards[i] = 0 // so that submitting pays
 		}
 	}
 	return rewards, valid, overlong
+}
+
+// zeroed reports whether completion i of gr trains on reward 0 whatever it
+// was graded: an unfinished agent trajectory under agent.unfinished = zero.
+func (t *Trainer) zeroed(gr *group, i int) bool {
+	return gr.agent && !gr.finished[i] && t.cfg.Agent.Unfinished == config.UnfinishedZero
 }
 
 // lossInputs packs the trainable completions: groups with reward variance,

@@ -21,9 +21,9 @@ import (
 type Deps struct {
 	Policy    Policy
 	Reference Reference // nil when grpo.kl_coef is 0
-	Tokenizer Tokenizer
+	Tokenizer prompt.Tokenizer
 	Scorer    Scorer
-	Prompter  Prompter
+	Prompter  prompt.Prompter
 	// Chat is the prompter's chat format: completions are trimmed of its
 	// stop tokens (zero: ChatML).
 	Chat  prompt.ChatFormat
@@ -41,9 +41,10 @@ type Deps struct {
 	Agent Agent
 	// DockerOK says whether the docker phase can run.
 	DockerOK bool
-	// Info fills the RunInfo event's BLAS and Hosts.
-	BLAS  string
-	Hosts []string
+	// Info fills the RunInfo event's fields of the same names.
+	Build, Device, Mode string
+	LoRARank            int
+	Hosts               []string
 }
 
 // Trainer runs GRPO. Its control methods never block; the loop acknowledges
@@ -158,7 +159,7 @@ func (t *Trainer) run(ctx context.Context) (reason string, err error) {
 		return "", errors.New("train: no tasks to train on (check data.source, data.split and the include/exclude lists)")
 	}
 	t.publish(event.RunInfo{Name: t.cfg.Run.Name, OutDir: t.cfg.Run.OutDir, MaxSteps: t.cfg.Run.MaxSteps,
-		Phase: t.st.Curriculum.Phase, Auto: t.st.Curriculum.Auto, BLAS: t.d.BLAS, Hosts: t.d.Hosts,
+		Phase: t.st.Curriculum.Phase, Auto: t.st.Curriculum.Auto, Build: t.d.Build, Device: t.d.Device, Mode: t.d.Mode, LoRARank: t.d.LoRARank, Hosts: t.d.Hosts,
 		GroupSize: t.cfg.GRPO.GroupSize, GroupSizes: groupSizes(t.cfg.GRPO), Started: t.started, ResumedStep: cutGRPO(cut),
 		ResumedSFTStep: cutSFT(cut, resumed)})
 	if !resumed && t.d.Warmup != nil {

@@ -89,7 +89,7 @@ index 3b18e51..a9c2f4d 100644
 func runEvents(steps int) []event.Event {
 	evs := []event.Event{
 		event.RunInfo{Name: "mini-grpo", OutDir: "runs/mini-grpo", MaxSteps: 200, Phase: "apply-only", Auto: true,
-			BLAS: "openblas", Hosts: []string{"unix:///var/run/docker.sock", "ssh://gpu-box"}, GroupSize: 4, Started: t0},
+			Build: "openblas", Hosts: []string{"unix:///var/run/docker.sock", "ssh://gpu-box"}, GroupSize: 4, Started: t0},
 		event.StageChanged{Stage: "sft", Progress: 0.5, Detail: "warm start on gold patches"},
 		event.StageChanged{Stage: "grpo", Progress: 0, Detail: "syntax→docker curriculum"},
 	}
@@ -132,7 +132,7 @@ func runEvents(steps int) []event.Event {
 func sftEvents(done, steps int) []event.Event {
 	evs := []event.Event{
 		event.RunInfo{Name: "mini-grpo", OutDir: "runs/mini-grpo", MaxSteps: 200, Phase: "syntax", Auto: true,
-			BLAS: "openblas", Hosts: []string{"unix:///var/run/docker.sock"}, GroupSize: 4, Started: t0},
+			Build: "openblas", Hosts: []string{"unix:///var/run/docker.sock"}, GroupSize: 4, Started: t0},
 		event.StageChanged{Stage: "sft"},
 	}
 	for s := 1; s <= done; s++ {

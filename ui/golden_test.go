@@ -56,7 +56,7 @@ func focusOn(t *testing.T, m *Model, name string) {
 // 160x48 too, and compares with testdata/TestGolden/*.golden (go test ./ui
 // -run TestGolden -update rewrites them).
 func TestGolden(t *testing.T) {
-	everySize := map[string]bool{"running": true, "help": true, "warm_start": true}
+	everySize := map[string]bool{"running": true, "help": true, "warm_start": true, "gpus": true}
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, m *Model)
@@ -115,6 +115,7 @@ func TestGolden(t *testing.T) {
 			zoomOn("Containers")(t, m)
 			press(m, "pgup", "k")
 		}},
+		{"gpus", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); feed(m, gpuEvents(39, 40)...) }},
 		{"second_worker", func(t *testing.T, m *Model) {
 			zoomOn("Containers")(t, m)
 			press(m, "l")
@@ -160,6 +161,7 @@ func TestViewFitsAnySize(t *testing.T) {
 			// Agent mode's trajectories in flight: rows of their own.
 			feed(m, event.PlayedTurn("s0", "mini__calc-12", 3, event.Turn{Command: "ls", Observation: "exit code 0\na.py\n"}, false),
 				event.TurnPlayed{Session: "s1", InstanceID: "mini__calc-12", Turn: 9, End: "turn_limit"})
+			feed(m, gpuEvents(11, 12)...)
 			press(m, ks...)
 			m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
 			t.Run(fmt.Sprintf("%dx%d_%s", size[0], size[1], name), func(t *testing.T) {

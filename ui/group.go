@@ -141,6 +141,7 @@ func (p *groupPane) Lines() []string {
 			info = fmt.Sprintf("step %d · held · %s · %s · h/l steps, f newest", g.Step, plural(len(tasks), "task"),
 				plural(len(g.Rows), "completion"))
 		}
+		info += resolvedInfo(g.Rows)
 	case p.st.inSFT():
 		info = "none until GRPO starts"
 	}
@@ -182,11 +183,51 @@ func (p *groupPane) header() string {
 	return fmt.Sprintf("  %-5s %7s %7s %5s %s", "t.#", "reward", "adv", "tok", "VARTIH")
 }
 
+// resolvedInfo is the Group title's count of resolved completions in agent
+// mode, saying what it counts: the graded verdicts (the step's
+// reward/resolved_rate) and, where the trainer's rule changed what an
+// unfinished trajectory trained on, the ones trained as resolved.
+func resolvedInfo(rows []event.CompletionScored) string {
+	agent, ruled := false, false
+	graded, trained := 0, 0
+	for i := range rows {
+		c := &rows[i]
+		agent = agent || c.Agent != nil
+		ruled = ruled || c.Trained != nil || c.Masked
+		if c.Verdict.Resolved {
+			graded++
+			if c.Trained == nil && !c.Masked {
+				trained++
+			}
+		}
+	}
+	switch {
+	case !agent:
+		return ""
+	case !ruled:
+		return fmt.Sprintf(" · resolved %d/%d graded", graded, len(rows))
+	}
+	return fmt.Sprintf(" · resolved %d/%d graded, %d trained as such", graded, len(rows), trained)
+}
+
+// rewardCell is the reward column (width w): the reward the completion
+// trained on, with the graded one beside it where the trainer's rule
+// replaced it (an unfinished trajectory under agent.unfinished = zero).
+func rewardCell(c *event.CompletionScored, w int) string {
+	if c.Trained == nil || *c.Trained == c.Verdict.Reward {
+		return fmt.Sprintf("%*.3f", w, c.Verdict.Reward)
+	}
+	if w < 12 {
+		return fmt.Sprintf("%*s", w, fmt.Sprintf("%.0f (%.1f)", *c.Trained, c.Verdict.Reward))
+	}
+	return fmt.Sprintf("%*s", w, fmt.Sprintf("%.3f (%.3f)", *c.Trained, c.Verdict.Reward))
+}
+
 func (p *groupPane) row(c *event.CompletionScored) string {
 	b := c.Verdict
 	if !p.wide() {
-		return fmt.Sprintf("  %-5s %7.3f %+7.3f %5d %s", fmt.Sprintf("%d.%d", c.Group, c.Index),
-			b.Reward, c.Advantage, c.Tokens, flags(c))
+		return fmt.Sprintf("  %-5s %s %+7.3f %5d %s", fmt.Sprintf("%d.%d", c.Group, c.Index),
+			rewardCell(c, 7), c.Advantage, c.Tokens, flags(c))
 	}
 	applied := "-"
 	if b.Applied {
@@ -212,10 +253,16 @@ func (p *groupPane) row(c *event.CompletionScored) string {
 		extra = append(extra, "err")
 	}
 	if a := c.Agent; a != nil {
-		extra = append(extra, a.End+" "+plural(len(a.Turns), "turn"))
+		extra = append(extra, string(a.End)+" "+plural(len(a.Turns), "turn"))
 	}
-	return fmt.Sprintf("  %-24s %3d %7.3f %6s %-10s %5s %5s %4s %+7.3f %5d  %s",
-		cut(c.Verdict.InstanceID, 24), c.Index, b.Reward, orDash(b.Form, "-"), cut(applied, 10),
+	if c.Trained != nil && *c.Trained != b.Reward {
+		extra = append(extra, fmt.Sprintf("trained on %.3f, graded %.3f", *c.Trained, b.Reward))
+	}
+	if c.Masked {
+		extra = append(extra, "masked: not trained on")
+	}
+	return fmt.Sprintf("  %-24s %3d %s %6s %-10s %5s %5s %4s %+7.3f %5d  %s",
+		cut(c.Verdict.InstanceID, 24), c.Index, rewardCell(c, 7), orDash(b.Form, "-"), cut(applied, 10),
 		frac(b.F2PPassed, b.F2PTotal), frac(b.P2PPassed, b.P2PTotal), yes(b.Resolved),
 		c.Advantage, c.Tokens, strings.Join(extra, " "))
 }

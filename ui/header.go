@@ -178,7 +178,7 @@ func (h *header) line2() string {
 	if g := groupSizeText(st.info, st.phase); g != "" {
 		parts = append(parts, g)
 	}
-	parts = append(parts, "blas "+orDash(st.info.BLAS, "-"))
+	parts = append(parts, runWhere(st.info)...)
 	hosts := "local"
 	if len(st.info.Hosts) > 0 {
 		hosts = clean(st.info.Hosts[0])
@@ -231,3 +231,22 @@ func groupSizeText(info event.RunInfo, phase string) string {
 	}
 	return ""
 }
+
+// runWhere is what the run trains on and how, for the header and the
+// headless log: the CPU kernels' build, the device, agent mode, LoRA.
+func runWhere(info event.RunInfo) []string {
+	parts := []string{"blas " + orDash(clean(info.Build), "-")}
+	if info.Device != "" {
+		parts = append(parts, "warm start and GRPO on "+clean(info.Device))
+	}
+	if info.LoRARank > 0 {
+		parts = append(parts, fmt.Sprintf("LoRA rank %d", info.LoRARank))
+	}
+	if info.Mode != "" {
+		parts = append(parts, clean(info.Mode)+" mode")
+	}
+	return parts
+}
+
+// RunWhere is runWhere joined as the header shows it.
+func RunWhere(info event.RunInfo) string { return strings.Join(runWhere(info), " · ") }

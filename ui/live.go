@@ -136,7 +136,7 @@ func (p *containersPane) liveRow(t event.TurnPlayed) string {
 	var rest string
 	switch {
 	case t.End != "":
-		rest = "end: " + t.End
+		rest = "end: " + string(t.End)
 		if t.DiffBytes > 0 {
 			rest += " · diff " + plural(t.DiffBytes, "byte")
 		} else {

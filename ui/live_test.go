@@ -148,7 +148,7 @@ func TestLiveTrajectories(t *testing.T) {
 			for _, r := range rows {
 				g := fmt.Sprintf("%s:%d", r.Session, r.Turn)
 				if r.End != "" {
-					g += ":" + r.End
+					g += ":" + string(r.End)
 				}
 				got = append(got, g)
 			}

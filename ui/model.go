@@ -28,6 +28,7 @@ type Model struct {
 	group      *groupPane
 	diff       *diffPane
 	containers *containersPane
+	gpus       *gpusPane // above containers on a run on several GPUs
 	events     *eventsPane
 	panes      []pane
 
@@ -118,8 +119,12 @@ func (m *Model) historyKey(msg tea.KeyMsg) tea.Cmd {
 }
 
 func (m *Model) onEvents(msg eventsMsg) tea.Cmd {
+	gpuRows := m.st.gpuRows()
 	for _, ev := range msg.events {
 		m.st.apply(ev)
+	}
+	if m.st.gpuRows() != gpuRows {
+		m.layout() // the GPUs' lines take their room from the pool's pane
 	}
 	m.syncDiff()
 	if msg.closed {
@@ -392,7 +397,9 @@ func (m *Model) layout() {
 	m.rewards.SetSize(lw, top)
 	m.group.SetSize(lw, bh-top)
 	m.diff.SetSize(rw, bh-top)
-	m.containers.SetSize(rw, top)
+	gh := min(m.st.gpuRows(), top/2)
+	m.gpus.SetSize(rw, gh)
+	m.containers.SetSize(rw, top-gh)
 	m.syncDiff()
 }
 
@@ -427,7 +434,7 @@ func (m *Model) body() []string {
 		return m.panes[m.focus].Lines()
 	}
 	left := append(m.rewards.Lines(), m.group.Lines()...)
-	right := append(m.containers.Lines(), m.diff.Lines()...)
+	right := append(append(m.gpus.Lines(), m.containers.Lines()...), m.diff.Lines()...)
 	out := make([]string, bh)
 	for i := range out {
 		out[i] = left[i] + "│" + right[i]

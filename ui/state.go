@@ -173,15 +173,18 @@ type state struct {
 	sftHeld  *ring[sftPoint]
 	wantAuto *bool // the auto-curriculum asked for and not yet acknowledged
 
-	history  *ring[point]
-	groups   *ring[*stepGroup]
-	pool     event.PoolState
-	logs     *logStore
-	live     liveSet // agent trajectories in flight (rollout.mode = "agent")
-	events   *ring[entry]
-	replay   *event.CompletionScored
-	received int // events applied, for tests and the help line
-	drops    func() event.Drops
+	history *ring[point]
+	groups  *ring[*stepGroup]
+	pool    event.PoolState
+	// gpus is the GPUs' last report, prevGPUs the one before (the pane
+	// shows the last step's times as their difference).
+	gpus, prevGPUs event.GPUs
+	logs           *logStore
+	live           liveSet // agent trajectories in flight (rollout.mode = "agent")
+	events         *ring[entry]
+	replay         *event.CompletionScored
+	received       int // events applied, for tests and the help line
+	drops          func() event.Drops
 }
 
 func newState(o Options, now func() time.Time) *state {
@@ -348,6 +351,8 @@ func (s *state) apply(ev event.Event) {
 		s.logs.add(e)
 	case event.PoolState:
 		s.pool = e
+	case event.GPUs:
+		s.prevGPUs, s.gpus = s.gpus, e
 	case event.PhaseChanged:
 		s.phase = e.To
 		how := "by hand"

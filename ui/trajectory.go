@@ -51,7 +51,7 @@ func agentLines(c *event.CompletionScored, mode diffMode, w int) []string {
 			out = append(out, wrap(t.Reply, w)...)
 		}
 		if len(tr.Turns) == 0 {
-			out = append(out, "(no reply: "+clean(tr.End)+")")
+			out = append(out, "(no reply: "+clean(string(tr.End))+")")
 		}
 		return out
 	}

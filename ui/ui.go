@@ -109,6 +109,7 @@ func New(ctrl Controller, events <-chan event.Event, opts Options) *Model {
 	m.group = newGroupPane(st)
 	m.diff = &diffPane{st: st}
 	m.containers = newContainersPane(st)
+	m.gpus = &gpusPane{st: st}
 	m.events = newEventsPane(st)
 	m.panes = []pane{m.rewards, m.group, m.diff, m.containers, m.events}
 	m.setFocus(1) // the group: where j/k and r mean the most

@@ -34,7 +34,7 @@ func junk(rng *rand.Rand, n int) string {
 func junkEvents(rng *rand.Rand) []event.Event {
 	j := func(n int) string { return junk(rng, n) }
 	evs := []event.Event{
-		event.RunInfo{Name: j(20), OutDir: j(30), MaxSteps: 100, Phase: "syntax", BLAS: j(10), Hosts: []string{j(20), j(20)},
+		event.RunInfo{Name: j(20), OutDir: j(30), MaxSteps: 100, Phase: "syntax", Build: j(10), Device: j(10), Mode: j(10), Hosts: []string{j(20), j(20)},
 			GroupSize: 4, Started: t0},
 		event.StageChanged{Stage: "sft", Progress: 0.5, Detail: j(40)},
 		event.SFTStep{Step: 1, Steps: 10, Loss: 2, Elapsed: time.Second},
@@ -61,7 +61,7 @@ func junkEvents(rng *rand.Rand) []event.Event {
 		// come after it).
 		event.TurnPlayed{Session: j(70), InstanceID: j(30), Turn: 3, Command: j(300), ExitCode: 1, Duration: time.Second, Output: j(400)},
 		event.TurnPlayed{Session: j(70), InstanceID: j(30), Turn: 2, Output: j(400)},
-		event.TurnPlayed{Session: j(70), InstanceID: j(30), Turn: 9, End: j(20), Detail: j(300), DiffBytes: 10},
+		event.TurnPlayed{Session: j(70), InstanceID: j(30), Turn: 9, End: event.End(j(20)), Detail: j(300), DiffBytes: 10},
 	)
 	return evs
 }

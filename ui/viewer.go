@@ -356,7 +356,7 @@ func (v *Viewer) exportPatch() string {
 	if c == nil || strings.TrimSpace(c.Verdict.Patch) == "" {
 		return "nothing to export: no patch was extracted"
 	}
-	path := filepath.Join(v.dir, "exports", fmt.Sprintf("step-%d-%d.%d.patch", c.Step, c.Group, c.Index))
+	path := filepath.Join(history.RunDir(v.dir).Exports(), fmt.Sprintf("step-%d-%d.%d.patch", c.Step, c.Group, c.Index))
 	if err := writeExport(path, []byte(c.Verdict.Patch)); err != nil {
 		return err.Error()
 	}
@@ -379,7 +379,7 @@ func (v *Viewer) exportSet() string {
 		}
 		b.Write(line) // the line as rollouts.jsonl holds it, newline included
 	}
-	path := filepath.Join(v.dir, "exports", "selection-"+time.Now().Format("20060102-150405")+".jsonl")
+	path := filepath.Join(history.RunDir(v.dir).Exports(), "selection-"+time.Now().Format("20060102-150405")+".jsonl")
 	if err := writeExport(path, []byte(b.String())); err != nil {
 		return err.Error()
 	}

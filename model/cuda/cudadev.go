@@ -89,7 +89,7 @@ func OpenCUDA(ctx context.Context, ordinal int, l *Loader) (*CUDADevice, error) 
 			return nil, fmt.Errorf("cuda: device cuda:%d: %s", ordinal, L.drvErr(r))
 		}
 	}
-	d.info = Info{Name: cstring(&name[0]), Kind: "cuda", Ordinal: ordinal, TotalBytes: total, CC: int(major*10 + minor)}
+	d.info = Info{Name: cstring(&name[0]), Kind: "cuda", Ordinal: ordinal, TotalBytes: total, CC: int(major*10 + minor), Emulated: L.Emulated()}
 	if r := drv.cuCtxSetCurrent(d.ctx); r != 0 {
 		return nil, fmt.Errorf("cuda: cuCtxSetCurrent: %s", L.drvErr(r))
 	}
@@ -103,6 +103,10 @@ func OpenCUDA(ctx context.Context, ordinal int, l *Loader) (*CUDADevice, error) 
 	return d, nil
 }
 
+// TensorAllocs: on the emulator every buffer of a memory plan is its own
+// allocation, so that memcheck bounds tensors, not arenas.
+func (d *CUDADevice) TensorAllocs() bool { return d.L.Emulated() }
+
 // Info implements Device; FreeBytes is read now (it enters Do: do not
 // call it from inside Do).
 func (d *CUDADevice) Info() Info {
@@ -115,6 +119,16 @@ func (d *CUDADevice) Info() Info {
 		return nil
 	})
 	return i
+}
+
+// memReader is a device whose memory can be read from inside its Do.
+type memReader interface {
+	memInfo() (free, total uint64, ok bool)
+}
+
+// memInfo is cuMemGetInfo; the caller is inside Do.
+func (d *CUDADevice) memInfo() (free, total uint64, ok bool) {
+	return free, total, d.L.drv.cuMemGetInfo(&free, &total) == 0
 }
 
 // Do implements Device.

@@ -81,7 +81,9 @@ func (d *CUDADevice) module(act DType, hd int) (*module, error) {
 // when this NVRTC cannot emit the device's SASS.
 func (d *CUDADevice) image(act DType, hd int) ([]byte, error) {
 	opts := compileOptions(d.info.CC, act, hd, false)
-	sum := sha256.Sum256([]byte(kernelSource + "\x00" + strings.Join(opts, " ") + "\x00nvrtc " + d.nvrtcV))
+	// The library's path is part of the key: the emulator's NVRTC says the
+	// same version as NVIDIA's, and its images are host code.
+	sum := sha256.Sum256([]byte(kernelSource + "\x00" + strings.Join(opts, " ") + "\x00nvrtc " + d.nvrtcV + " " + d.L.nvrtc.path))
 	path := ""
 	if d.cache != "" {
 		path = filepath.Join(d.cache, hex.EncodeToString(sum[:12])+".bin")

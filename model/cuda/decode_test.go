@@ -21,7 +21,7 @@ func TestSampleMatchesModel(t *testing.T) {
 		return c
 	}()} {
 		ref := testModel(t, cfg, 21)
-		e, err := NewEngine(NewCPU(), ref, Options{})
+		e, err := NewEngine(testDevice(t), ref, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestSampleMatchesModel(t *testing.T) {
 func TestSampleStopsAndTruncates(t *testing.T) {
 	ctx := context.Background()
 	ref := testModel(t, qwen2Small(), 21)
-	e, err := NewEngine(NewCPU(), ref, Options{})
+	e, err := NewEngine(testDevice(t), ref, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

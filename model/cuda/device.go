@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
@@ -96,13 +97,19 @@ type Info struct {
 	TotalBytes, FreeBytes uint64
 	// CC is the compute capability, e.g. 90 for sm_90 (0 on the CPU).
 	CC int
+	// Emulated: the driver is swetui's CUDA emulator on the CPU, not a GPU.
+	Emulated bool
 }
 
 func (i Info) String() string {
 	if i.Kind == "cpu" {
 		return "cpu"
 	}
-	return fmt.Sprintf("cuda:%d %s (sm_%d, %.1f GiB)", i.Ordinal, i.Name, i.CC, float64(i.TotalBytes)/(1<<30))
+	s := fmt.Sprintf("cuda:%d %s (sm_%d, %.1f GiB)", i.Ordinal, i.Name, i.CC, float64(i.TotalBytes)/(1<<30))
+	if i.Emulated && !strings.Contains(i.Name, "emulat") {
+		s += " [emulated on the CPU]"
+	}
+	return s
 }
 
 // AttnShape is packed causal attention over B sequences of T positions:

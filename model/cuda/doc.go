@@ -29,6 +29,9 @@
 //     Backward, Step, Version, StartSnapshots, SampleSnapshot) with
 //     model-level types, and Reference for the frozen KL reference.
 //   - Open (open.go): model.device = "cpu" | "cuda" | "cuda:N".
+//   - Collectives (nccl.go): Comms, NCCL's communicators for the GPUs one
+//     process drives (all-reduce, reduce-scatter, all-gather, broadcast),
+//     NCCL loaded at run time as the other libraries are.
 //
 // CUDA contexts are per OS thread: every call into a CUDA device runs on a
 // goroutine locked to its thread with the device's context current.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // Bindings of the few entry points used, with prototypes declared here
@@ -35,6 +37,9 @@ type driverAPI struct {
 	cuModuleGetFunction       func(fn *uintptr, mod uintptr, name *byte) int32
 	cuLaunchKernel            func(fn uintptr, gx, gy, gz, bx, by, bz, smem uint32, stream uintptr, params, extra unsafe.Pointer) int32
 	cuGetErrorName            func(res int32, s **byte) int32
+	// cudaemuReport is the CUDA emulator's last check report (memcheck,
+	// racecheck, a refused launch); nil on NVIDIA's driver, which has none.
+	cudaemuReport func() string
 }
 
 type nvrtcAPI struct {
@@ -86,14 +91,17 @@ var (
 func loadLibs(l *Loader) (*libs, error) {
 	libsOnce.Lock()
 	defer libsOnce.Unlock()
-	if libsMemo != nil {
-		return libsMemo, nil
-	}
-	var L libs
 	h, path, err := l.open(libCUDA)
 	if err != nil {
 		return nil, err
 	}
+	if libsMemo != nil { // a process holds one driver: the first it loaded
+		if libsMemo.drv.path == path {
+			return libsMemo, nil
+		}
+		return nil, fmt.Errorf("cuda: the driver %s is loaded in this process; %s cannot be used beside it", libsMemo.drv.path, path)
+	}
+	var L libs
 	d := &L.drv
 	d.path = path
 	if err := bind(h, "libcuda", path, map[string]any{
@@ -108,6 +116,9 @@ func loadLibs(l *Loader) (*libs, error) {
 		"cuModuleGetFunction": &d.cuModuleGetFunction, "cuLaunchKernel": &d.cuLaunchKernel, "cuGetErrorName": &d.cuGetErrorName,
 	}); err != nil {
 		return nil, err
+	}
+	if sym, err := purego.Dlsym(h, "cudaemuReport"); err == nil {
+		purego.RegisterFunc(&d.cudaemuReport, sym)
 	}
 	if r := d.cuInit(0); r != 0 {
 		return nil, fmt.Errorf("cuda: cuInit (driver %s): %s: is an NVIDIA GPU visible to this process?", path, L.drvErr(r))
@@ -142,14 +153,25 @@ func loadLibs(l *Loader) (*libs, error) {
 	return libsMemo, nil
 }
 
-// drvErr names a CUresult.
+// drvErr names a CUresult, with the emulator's report of what failed
+// when the driver is the emulator.
 func (L *libs) drvErr(r int32) string {
 	var s *byte
+	msg := fmt.Sprintf("CUresult %d", r)
 	if L.drv.cuGetErrorName != nil && L.drv.cuGetErrorName(r, &s) == 0 && s != nil {
-		return fmt.Sprintf("%s (%d)", cstring(s), r)
+		msg = fmt.Sprintf("%s (%d)", cstring(s), r)
 	}
-	return fmt.Sprintf("CUresult %d", r)
+	if L.drv.cudaemuReport != nil {
+		if rep := L.drv.cudaemuReport(); rep != "" {
+			msg += ": " + rep
+		}
+	}
+	return msg
 }
+
+// Emulated reports whether the driver is swetui's CUDA emulator
+// (model/cuda/emu) rather than NVIDIA's.
+func (L *libs) Emulated() bool { return L.drv.cudaemuReport != nil }
 
 // cstring copies a NUL-terminated C string.
 func cstring(p *byte) string {

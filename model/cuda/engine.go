@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/swetui/swetui/model"
 )
@@ -50,6 +51,25 @@ type Options struct {
 	// a time, for a model given as a model.Layout: the host never holds
 	// them whole.
 	Source *model.Weights
+	// Shard, on a rank of a data-parallel run with the optimiser sharded
+	// (ZeRO-1), is the rank's share: it keeps and updates the AdamW
+	// moments of its part of the trainable weights only (Step then takes
+	// the updated parts from the other ranks). Zero: the whole.
+	Shard Shard
+}
+
+// Shard is rank Rank's part of Ranks equal parts (the last may be
+// shorter); Ranks 0 or 1 is the whole.
+type Shard struct{ Rank, Ranks int }
+
+// Of is the shard's range of n weights.
+func (s Shard) Of(n int) (lo, hi int) {
+	if s.Ranks <= 1 {
+		return 0, n
+	}
+	chunk := (n + s.Ranks - 1) / s.Ranks
+	lo = min(n, s.Rank*chunk)
+	return lo, min(n, lo+chunk)
 }
 
 // Engine is the decoder on a device: weights, gradients and optimiser
@@ -89,6 +109,16 @@ type Engine struct {
 	baseOnly bool
 	// sharedBase marks a snapshot that reads its parent's base weights.
 	sharedBase bool
+	// group is a ZeRO-1 rank's communicators (Options.Shard), through
+	// which Step takes the other ranks' updated parts.
+	group *Comms
+	// collective is the time (ns) spent in collectives so far, memUsed and
+	// memTotal the device's memory when the last one ran (a data-parallel
+	// rank's share on screen; atomics: read while a call holds mu).
+	collective, memUsed, memTotal atomic.Int64
+	// turnReused counts the context tokens agent turns took from a turn
+	// cache instead of computing them.
+	turnReused atomic.Int64
 }
 
 // maxPlans bounds the buckets an engine keeps allocated.
@@ -124,9 +154,10 @@ func NewEngine(dev Device, m *model.Model, o Options) (*Engine, error) {
 		}
 		alloc(&e.w, F32, e.nMaster)
 		if o.Train && o.LoRA == nil {
+			lo, hi := o.Shard.Of(e.np)
 			alloc(&e.g, F32, e.np)
-			alloc(&e.m, F32, e.np)
-			alloc(&e.v, F32, e.np)
+			alloc(&e.m, F32, hi-lo)
+			alloc(&e.v, F32, hi-lo)
 		}
 		if o.Act == F32 {
 			e.wc = e.w

@@ -69,9 +69,10 @@ func (e *Engine) newLoRA(l *model.LoRA, train bool) error {
 		alloc(&s.wc, e.act, s.np)
 	}
 	if train {
+		lo, hi := e.opts.Shard.Of(s.np)
 		alloc(&s.g, F32, s.np)
-		alloc(&s.m, F32, s.np)
-		alloc(&s.v, F32, s.np)
+		alloc(&s.m, F32, hi-lo)
+		alloc(&s.v, F32, hi-lo)
 		alloc(&s.sink, F32, max(c.DModel, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim))
 	}
 	e.lora = s
@@ -193,17 +194,14 @@ func (e *Engine) DownloadLoRA(l *model.LoRA, opt *model.AdamW) error {
 		if err := e.dev.Download(l.Weights(), e.lora.w); err != nil {
 			return err
 		}
-		if opt == nil || e.lora.m.N == 0 {
+		if opt == nil || e.lora.g.N == 0 {
 			return nil
 		}
 		mm, vv := opt.State()
 		if len(mm) != e.lora.np {
 			return fmt.Errorf("cuda engine: download adapters: optimiser holds %d weights, adapters %d", len(mm), e.lora.np)
 		}
-		if err := e.dev.Download(mm, e.lora.m); err != nil {
-			return err
-		}
-		return e.dev.Download(vv, e.lora.v)
+		return e.downloadMoments(mm, vv)
 	})
 }
 
@@ -223,17 +221,14 @@ func (e *Engine) UploadLoRA(l *model.LoRA, opt *model.AdamW) error {
 		if err := e.uploadLoRA(l.Weights()); err != nil {
 			return err
 		}
-		if opt == nil || e.lora.m.N == 0 {
+		if opt == nil || e.lora.g.N == 0 {
 			return nil
 		}
 		mm, vv := opt.State()
 		if len(mm) != e.lora.np {
 			return fmt.Errorf("cuda engine: upload adapters: optimiser holds %d weights, adapters %d", len(mm), e.lora.np)
 		}
-		if err := e.dev.Upload(e.lora.m, mm); err != nil {
-			return err
-		}
-		return e.dev.Upload(e.lora.v, vv)
+		return e.uploadMoments(mm, vv)
 	})
 }
 

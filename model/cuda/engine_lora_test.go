@@ -53,7 +53,7 @@ func TestLoRAEngineMatchesMergedGorgonia(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.opts.Train, tc.opts.LoRA = true, l
-			e, err := NewEngine(NewCPU(), base.Clone(), tc.opts)
+			e, err := NewEngine(testDevice(t), base.Clone(), tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,12 +154,12 @@ func TestLoRAPolicySamplesAsMerged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPolicy(NewCPU(), base.Clone(), Options{Act: F32, LoRA: l}, model.NewAdamW(oc, l.NumParams()), sched, 0, nil, 7)
+	p, err := NewPolicy(testDevice(t), base.Clone(), Options{Act: F32, LoRA: l}, model.NewAdamW(oc, l.NumParams()), sched, 0, nil, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	full, err := NewEngine(NewCPU(), merged, Options{})
+	full, err := NewEngine(testDevice(t), merged, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestEngineStreamsWeightsFromFiles(t *testing.T) {
 	if layout.HasWeights() || layout.NumParams() != full.Model.NumParams() {
 		t.Fatalf("layout: weights %v, %d params, want none and %d", layout.HasWeights(), layout.NumParams(), full.Model.NumParams())
 	}
-	e, err := NewEngine(NewCPU(), layout, Options{Act: F32, Source: w})
+	e, err := NewEngine(testDevice(t), layout, Options{Act: F32, Source: w})
 	if err != nil {
 		t.Fatal(err)
 	}

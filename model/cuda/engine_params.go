@@ -107,15 +107,46 @@ func (e *Engine) Download(m *model.Model, opt *model.AdamW) error {
 		if err := e.dev.Download(m.Weights(), e.w); err != nil {
 			return err
 		}
-		if opt != nil && e.m.N > 0 && e.lora == nil {
+		if opt != nil && e.g.N > 0 && e.lora == nil {
 			mm, vv := opt.State()
-			if err := e.dev.Download(mm, e.m); err != nil {
-				return err
-			}
-			return e.dev.Download(vv, e.v)
+			return e.downloadMoments(mm, vv)
 		}
 		return nil
 	})
+}
+
+// downloadMoments copies the moments the engine keeps (its shard's part
+// under ZeRO-1) into their place in the whole arenas mm and vv.
+func (e *Engine) downloadMoments(mm, vv []float32) error {
+	_, g, m, v, _, _ := e.trainable()
+	lo, hi := e.opts.Shard.Of(g.N)
+	if err := e.dev.Download(mm[lo:hi], m); err != nil {
+		return err
+	}
+	return e.dev.Download(vv[lo:hi], v)
+}
+
+// uploadMoments replaces the moments the engine keeps with their part of
+// mm and vv.
+func (e *Engine) uploadMoments(mm, vv []float32) error {
+	_, g, m, v, _, _ := e.trainable()
+	lo, hi := e.opts.Shard.Of(g.N)
+	if err := e.dev.Upload(m, mm[lo:hi]); err != nil {
+		return err
+	}
+	return e.dev.Upload(v, vv[lo:hi])
+}
+
+// DownloadMoments copies the moments this engine keeps into opt's whole
+// arenas (a ZeRO-1 rank's part of a checkpoint).
+func (e *Engine) DownloadMoments(opt *model.AdamW) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	mm, vv := opt.State()
+	if _, g, _, _, _, _ := e.trainable(); len(mm) != g.N {
+		return fmt.Errorf("cuda engine: download moments: optimiser holds %d weights, engine trains %d", len(mm), g.N)
+	}
+	return e.dev.Do(func() error { return e.downloadMoments(mm, vv) })
 }
 
 // UploadOptim replaces the AdamW moments with opt's (after a resume).
@@ -123,18 +154,16 @@ func (e *Engine) UploadOptim(opt *model.AdamW) error {
 	if e.lora != nil {
 		return errors.New("cuda engine: upload optimiser: the engine trains adapters (UploadLoRA)")
 	}
-	if e.m.N == 0 {
+	if e.g.N == 0 {
 		return errors.New("cuda engine: upload optimiser: engine was built without training state")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	mm, vv := opt.State()
-	return e.dev.Do(func() error {
-		if err := e.dev.Upload(e.m, mm); err != nil {
-			return err
-		}
-		return e.dev.Upload(e.v, vv)
-	})
+	if len(mm) != e.np {
+		return fmt.Errorf("cuda engine: upload optimiser: it holds %d weights, engine %d", len(mm), e.np)
+	}
+	return e.dev.Do(func() error { return e.uploadMoments(mm, vv) })
 }
 
 // CopyWeightsFrom copies src's weights on the device (same architecture,
@@ -201,17 +230,25 @@ func (e *Engine) param(i, n int) (pref, error) {
 	return p, nil
 }
 
-// paramIn is parameter i's view of moment arena s, for n values.
-func (e *Engine) paramIn(i int, s Slot, n int) (pref, Tensor, error) {
+// paramIn is the part of parameter i (of n values) that moment arena s
+// holds: all of it, or under ZeRO-1 (Options.Shard) the values in the
+// engine's shard, as the view and its range [from, to) within the
+// parameter (empty when the shard holds none of it).
+func (e *Engine) paramIn(i int, s Slot, n int) (t Tensor, from, to int, err error) {
 	p, err := e.param(i, n)
 	if err != nil {
-		return p, Tensor{}, err
+		return Tensor{}, 0, 0, err
 	}
-	t := map[Slot]Tensor{Moment1: e.m, Moment2: e.v}[s]
-	if t.N == 0 {
-		return p, Tensor{}, fmt.Errorf("cuda engine: %s: no arena %d (built without training state?)", p.name, s)
+	arena := map[Slot]Tensor{Moment1: e.m, Moment2: e.v}[s]
+	if e.g.N == 0 {
+		return Tensor{}, 0, 0, fmt.Errorf("cuda engine: %s: no arena %d (built without training state?)", p.name, s)
 	}
-	return p, t.View(p.off, p.n), nil
+	lo, hi := e.opts.Shard.Of(e.g.N)
+	a, b := max(p.off, lo), min(p.off+p.n, hi)
+	if a >= b {
+		return Tensor{}, 0, 0, nil
+	}
+	return arena.View(a-lo, b-a), a - p.off, b - p.off, nil
 }
 
 // ReadParam copies parameter i's values (model layout, in model.Model's
@@ -227,11 +264,11 @@ func (e *Engine) ReadParam(i int, s Slot, dst []float32) error {
 		}
 		return e.dev.Do(func() error { return e.downloadParam(p, dst) })
 	}
-	_, t, err := e.paramIn(i, s, len(dst))
-	if err != nil {
+	t, from, to, err := e.paramIn(i, s, len(dst))
+	if err != nil || from == to {
 		return err
 	}
-	return e.dev.Do(func() error { return e.dev.Download(dst, t) })
+	return e.dev.Do(func() error { return e.dev.Download(dst[from:to], t) })
 }
 
 // WriteParam copies src into parameter i's arena s (the compute copy
@@ -247,9 +284,9 @@ func (e *Engine) WriteParam(i int, s Slot, src []float32) error {
 		}
 		return e.dev.Do(func() error { return e.uploadParam(p, src) })
 	}
-	_, t, err := e.paramIn(i, s, len(src))
-	if err != nil {
+	t, from, to, err := e.paramIn(i, s, len(src))
+	if err != nil || from == to {
 		return err
 	}
-	return e.dev.Do(func() error { return e.dev.Upload(t, src) })
+	return e.dev.Do(func() error { return e.dev.Upload(t, src[from:to]) })
 }

@@ -47,7 +47,7 @@ func TestRecomputeIsExact(t *testing.T) {
 				if l != nil {
 					o.LoRA = l.Clone()
 				}
-				e, err := NewEngine(NewCPU(), base.Clone(), o)
+				e, err := NewEngine(testDevice(t), base.Clone(), o)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"math"
+	"time"
 
 	"github.com/swetui/swetui/model"
 )
@@ -73,14 +74,31 @@ func (e *Engine) gradNorm() (float64, error) {
 // one AdamW update at lr with opt's hyper-parameters (advancing opt.Step,
 // as model.AdamW.Update does), refreshes the compute copy and clears the
 // gradients. It returns the norm before clipping.
+//
+// A ZeRO-1 rank (Options.Shard) updates its part of the weights only, with
+// the moments it keeps, then takes every other rank's updated part
+// (broadcast from its owner); its gradients must already be the sum over
+// the ranks (DataParallel.Step all-reduces them first).
 func (e *Engine) Step(opt *model.AdamW, lr, clip float64) (float64, error) {
 	w, g, mom, vel, wc, params := e.trainable()
-	if mom.N == 0 {
+	if g.N == 0 {
 		return 0, errors.New("cuda engine: step on an engine built without training state")
 	}
+	sh := e.opts.Shard
+	if sh.Ranks > 1 && e.group == nil {
+		return 0, errors.New("cuda engine: step: a ZeRO-1 shard without its communicators")
+	}
+	lo, hi := sh.Of(g.N)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.wgen++
+	// The compute copy follows the masters once every part of them is in.
+	refresh := func() error {
+		if e.act != F32 {
+			e.dev.Cast(wc, w, w.N)
+		}
+		return nil
+	}
 	var norm float64
 	err := e.dev.Do(func() error {
 		var err error
@@ -101,13 +119,38 @@ func (e *Engine) Step(opt *model.AdamW, lr, clip float64) (float64, error) {
 			if p.decay {
 				a.Decay = float32(1 - lr*opt.WeightDecay)
 			}
-			e.dev.AdamW(w.View(p.off, p.n), g.View(p.off, p.n), mom.View(p.off, p.n), vel.View(p.off, p.n), p.n, a)
-		}
-		if e.act != F32 {
-			e.dev.Cast(wc, w, w.N)
+			from, to := max(p.off, lo), min(p.off+p.n, hi) // the part of p this engine updates
+			if from < to {
+				n := to - from
+				e.dev.AdamW(w.View(from, n), g.View(from, n), mom.View(from-lo, n), vel.View(from-lo, n), n, a)
+			}
 		}
 		e.dev.Zero(g)
+		if sh.Ranks > 1 {
+			return nil // the other ranks' parts come first
+		}
+		return refresh()
+	})
+	if err != nil || sh.Ranks <= 1 {
+		return norm, err
+	}
+	// A ZeRO-1 rank: the broadcasts in a Do of their own (which ends
+	// synchronized), so that the collective's time is its own.
+	start := time.Now()
+	err = e.dev.Do(func() error {
+		for q := range sh.Ranks {
+			qlo, qhi := Shard{q, sh.Ranks}.Of(g.N)
+			if qhi > qlo {
+				if err := e.group.Broadcast(sh.Rank, w.View(qlo, qhi-qlo), q); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	})
-	return norm, err
+	e.collective.Add(int64(time.Since(start)))
+	if err != nil {
+		return norm, err
+	}
+	return norm, e.dev.Do(refresh)
 }

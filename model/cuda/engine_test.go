@@ -126,7 +126,7 @@ func TestEngineMatchesGorgonia(t *testing.T) {
 			ref := testModel(t, tc.cfg, 11)
 			m := ref.Clone()
 			tc.opts.Train = true
-			e, err := NewEngine(NewCPU(), m, tc.opts)
+			e, err := NewEngine(testDevice(t), m, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,16 +18,39 @@ import (
 	"github.com/swetui/swetui/model"
 )
 
-// The tests in this file need a GPU: they run when SWETUI_GPU=1 (the
-// device check, make gpu-check) and skip otherwise. Results go to
-// $SWETUI_OUT when it is set.
+// The tests in this file run on a GPU when SWETUI_GPU=1 (the device
+// check, make gpu-check), and otherwise on the CUDA emulator
+// (model/cuda/emu, built by make cuda-emu into build/cudaemu) where it is
+// built: the same driver, NVRTC and cuBLAS calls, the real kernels run on
+// the CPU with memcheck and racecheck. The benchmarks need a GPU. Results
+// go to $SWETUI_OUT when it is set.
 
+// openGPU opens the GPU, or the emulator when no GPU is asked for.
 func openGPU(t *testing.T) *CUDADevice {
 	t.Helper()
+	dirs := filepath.SplitList(os.Getenv("SWETUI_CUDA_LIBS"))
 	if os.Getenv("SWETUI_GPU") != "1" {
-		t.Skip("needs a GPU: set SWETUI_GPU=1 (make gpu-check)")
+		dirs = []string{emulatorLibs(t)}
 	}
-	d, err := OpenCUDA(context.Background(), 0, &Loader{ConfigDirs: filepath.SplitList(os.Getenv("SWETUI_CUDA_LIBS"))})
+	return openCUDAAt(t, dirs)
+}
+
+// openRealGPU opens the GPU for the benchmarks; they skip on the emulator.
+func openRealGPU(t *testing.T) *CUDADevice {
+	t.Helper()
+	if os.Getenv("SWETUI_GPU") != "1" {
+		t.Skip("a benchmark: needs a GPU (SWETUI_GPU=1, make gpu-check)")
+	}
+	d := openCUDAAt(t, filepath.SplitList(os.Getenv("SWETUI_CUDA_LIBS")))
+	if d.info.Emulated {
+		t.Skip("a benchmark: the emulator's speed says nothing of a GPU's")
+	}
+	return d
+}
+
+func openCUDAAt(t *testing.T, dirs []string) *CUDADevice {
+	t.Helper()
+	d, err := OpenCUDA(context.Background(), 0, &Loader{ConfigDirs: dirs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +457,7 @@ func envInt(k string, def int) int {
 // sequences and a clipped AdamW step, in bf16. It writes tokens/s and
 // peak device memory to $SWETUI_OUT/bench.json.
 func TestGPUBenchGRPO(t *testing.T) {
-	gpu := openGPU(t)
+	gpu := openRealGPU(t)
 	ctx := context.Background()
 	G, P, C := envInt("SWETUI_BENCH_G", 8), envInt("SWETUI_BENCH_PROMPT", 512), envInt("SWETUI_BENCH_NEW", 256)
 	type result struct {
@@ -556,7 +579,7 @@ type stageResult struct {
 // memory plan's count for it. torch_bench.py --stages does the same work
 // in PyTorch.
 func TestGPUBenchStages(t *testing.T) {
-	gpu := openGPU(t)
+	gpu := openRealGPU(t)
 	G, P, C := envInt("SWETUI_BENCH_G", 8), envInt("SWETUI_BENCH_PROMPT", 512), envInt("SWETUI_BENCH_NEW", 256)
 	pick := os.Getenv("SWETUI_BENCH_MODELS")
 	var cases []benchModel

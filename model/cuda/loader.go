@@ -11,7 +11,7 @@ import (
 
 // The CUDA libraries are loaded at run time (no toolkit at build time):
 // the driver (libcuda), cuBLAS and NVRTC. Each is looked for, in order, in
-// the folders of model.cuda_libs, of LD_LIBRARY_PATH, of CUDA_HOME and
+// the folders of model.cuda_libs, of SWETUI_CUDA_LIBS, of LD_LIBRARY_PATH, of CUDA_HOME and
 // CUDA_PATH, the usual install folders, the lib folders of NVIDIA's Python
 // wheels (what PyTorch installs), and last by bare name through the
 // dynamic loader's own search (ldconfig's cache).
@@ -82,6 +82,7 @@ func splitList(s string) []string {
 func (l *Loader) places() []searchPlace {
 	ps := []searchPlace{
 		{"model.cuda_libs", l.ConfigDirs, "(none set)"},
+		{"SWETUI_CUDA_LIBS", splitList(l.getenv("SWETUI_CUDA_LIBS")), "(none set)"},
 		{"LD_LIBRARY_PATH", splitList(l.getenv("LD_LIBRARY_PATH")), "(none set)"},
 	}
 	var home []string
@@ -156,6 +157,12 @@ func (l *Loader) open(lib library) (uintptr, string, error) {
 		var notes []string
 		for _, n := range lib.names {
 			h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+			if err == nil && isEmulator(h) {
+				// The emulator (loaded in this process by an earlier open)
+				// answers to its soname; it is used only from a folder named.
+				notes = append(notes, n+": the CUDA emulator, used only from a folder named in model.cuda_libs or SWETUI_CUDA_LIBS")
+				continue
+			}
 			if err == nil {
 				return h, n, nil
 			}
@@ -164,6 +171,12 @@ func (l *Loader) open(lib library) (uintptr, string, error) {
 		e.Tried = append(e.Tried, "dynamic loader (ldconfig cache): "+strings.Join(notes, "; "))
 	}
 	return 0, "", e
+}
+
+// isEmulator reports whether a loaded library is swetui's CUDA emulator.
+func isEmulator(h uintptr) bool {
+	_, err := purego.Dlsym(h, "cudaemuReport")
+	return err == nil
 }
 
 // bind resolves each named symbol of a library into its Go function

@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -34,6 +35,32 @@ func TestParseDevice(t *testing.T) {
 		kind, n, err := ParseDevice(tc.spec)
 		if (err == nil) != tc.ok || kind != tc.kind || n != tc.ordinal {
 			t.Errorf("ParseDevice(%q) = %q, %d, %v", tc.spec, kind, n, err)
+		}
+	}
+}
+
+func TestParseDevices(t *testing.T) {
+	cases := []struct {
+		spec     string
+		kind     string
+		ordinals []int
+		all, ok  bool
+	}{
+		{"cpu", "cpu", nil, false, true},
+		{"cuda", "cuda", []int{0}, false, true},
+		{"cuda:3", "cuda", []int{3}, false, true},
+		{"cuda:all", "cuda", nil, true, true},
+		{"cuda:2,0", "cuda", []int{2, 0}, false, true},
+		{"cuda:0, 1", "cuda", []int{0, 1}, false, true},
+		{"cuda:0,0", "", nil, false, false},
+		{"cuda:0,", "", nil, false, false},
+		{"cuda:0,-1", "", nil, false, false},
+		{"cuda:al", "", nil, false, false},
+	}
+	for _, tc := range cases {
+		kind, ords, all, err := ParseDevices(tc.spec)
+		if (err == nil) != tc.ok || kind != tc.kind || fmt.Sprint(ords) != fmt.Sprint(tc.ordinals) || all != tc.all {
+			t.Errorf("ParseDevices(%q) = %q, %v, %v, %v", tc.spec, kind, ords, all, err)
 		}
 	}
 }

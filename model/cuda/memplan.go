@@ -42,6 +42,36 @@ type Workload struct {
 	// Turns: agent mode, whose trajectories keep their caches from one
 	// turn to the next, a turn's new tokens prefilled turnRows at a time.
 	Turns bool
+	// GPUs is the number of data-parallel ranks (0 or 1: one device).
+	// Each holds a replica of the weights and its own activations, caches
+	// and snapshots for its share of the step's groups; the plan is one
+	// GPU's.
+	GPUs int
+	// ShardOptimizer is ZeRO-1 across GPUs: each keeps the AdamW moments
+	// of its 1/GPUs share of the weights only.
+	ShardOptimizer bool
+}
+
+// ncclBufferBytes is an allowance for NCCL's own device buffers on each
+// GPU of a data-parallel run: NCCL_BUFFSIZE (4 MiB) for each direction of
+// each of up to 32 channels' ring connections. An estimate: NCCL sizes
+// them by topology, and NCCL_BUFFSIZE changes them.
+const ncclBufferBytes = (4 << 20) * 2 * 32
+
+// momentShare is how many weights' moments one GPU keeps of n.
+func (w Workload) momentShare(n int) int {
+	if w.GPUs > 1 && w.ShardOptimizer {
+		return (n + w.GPUs - 1) / w.GPUs
+	}
+	return n
+}
+
+// shardNote names the moments' share in a plan line.
+func (w Workload) shardNote() string {
+	if w.GPUs > 1 && w.ShardOptimizer {
+		return fmt.Sprintf(", ZeRO-1: this GPU's 1/%d", w.GPUs)
+	}
+	return ""
 }
 
 // MemItem is one line of the plan.
@@ -148,12 +178,12 @@ func Plan(w Workload) MemoryPlan {
 		if w.Act != F32 {
 			adapters += act * n
 		}
-		p.add(fmt.Sprintf("LoRA adapters (%d weights: masters, gradients, AdamW moments)", n),
-			adapters+3*4*n+4*max(c.DModel, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim))
+		p.add(fmt.Sprintf("LoRA adapters (%d weights: masters, gradients, AdamW moments%s)", n, w.shardNote()),
+			adapters+4*n+8*w.momentShare(n)+4*max(c.DModel, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim))
 		p.add("LoRA scratch", 2*act*maxRows*w.LoRA.Rank)
 	} else {
 		p.add("gradients (fp32)", 4*np)
-		p.add("AdamW moments (fp32)", 8*np)
+		p.add("AdamW moments (fp32"+w.shardNote()+")", 8*w.momentShare(np))
 	}
 	acts := fmt.Sprintf("activations (one micro-batch of %d tokens)", w.MicroTokens)
 	if w.Recompute {
@@ -169,6 +199,9 @@ func Plan(w Workload) MemoryPlan {
 		} else {
 			p.add("KL reference (a frozen copy + its activations)", copyBytes+rope+maxPlanBytes(c, w.Act, hr, w.MicroTokens, false, false))
 		}
+	}
+	if w.GPUs > 1 {
+		p.add(fmt.Sprintf("NCCL buffers (%d GPUs; an estimate: NCCL sizes them by topology)", w.GPUs), ncclBufferBytes)
 	}
 	if w.Snapshots > 0 {
 		each := copyBytes + rope

@@ -301,3 +301,76 @@ func TestAutoRecompute(t *testing.T) {
 		}
 	}
 }
+
+// TestZeRO1ShardsTheMoments: on N GPUs with the optimizer sharded, one
+// GPU's plan keeps ceil(n/N) weights' moments, NCCL's allowance, and
+// everything else a single device holds; unsharded, the whole moments.
+func TestZeRO1ShardsTheMoments(t *testing.T) {
+	c, _ := Shape("qwen2.5-coder-1.5b")
+	c.Context = 4096
+	np := ParamCount(c)
+	lora := &model.LoRAConfig{Rank: 16, Alpha: 32, Targets: model.LoRATargets}
+	nl := LoRAParamCount(c, *lora)
+	item := func(p MemoryPlan, prefix string) int64 {
+		for _, it := range p.Items {
+			if strings.HasPrefix(it.Name, prefix) {
+				return it.Bytes
+			}
+		}
+		t.Fatalf("no %q line in\n%s", prefix, p)
+		return 0
+	}
+	for _, tc := range []struct {
+		name  string
+		lora  *model.LoRAConfig
+		line  string
+		n     int
+		gpus  int
+		shard bool
+		fewer int64 // moments' bytes fewer than on one device
+	}{
+		{"full, 2 GPUs", nil, "AdamW moments", np, 2, true, int64(8 * (np - (np+1)/2))},
+		{"full, 3 GPUs", nil, "AdamW moments", np, 3, true, int64(8 * (np - (np+2)/3))},
+		{"full, 2 GPUs unsharded", nil, "AdamW moments", np, 2, false, 0},
+		{"LoRA, 8 GPUs", lora, "LoRA adapters", nl, 8, true, int64(8 * (nl - (nl+7)/8))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			one := Workload{Cfg: c, Act: BF16, LoRA: tc.lora, Completions: 8, Reference: true}
+			many := one
+			many.GPUs, many.ShardOptimizer = tc.gpus, tc.shard
+			p1, pn := Plan(one), Plan(many)
+			if got := item(p1, tc.line) - item(pn, tc.line); got != tc.fewer {
+				t.Errorf("%s: %d bytes fewer on one of %d GPUs, want %d", tc.line, got, tc.gpus, tc.fewer)
+			}
+			if got := pn.Total - p1.Total; got != ncclBufferBytes-tc.fewer {
+				t.Errorf("total moved by %d, want NCCL's %d less the moments' %d:\n%s\n%s", got, ncclBufferBytes, tc.fewer, p1, pn)
+			}
+		})
+	}
+	if tc := (Workload{Cfg: c, Act: BF16, GPUs: 2, ShardOptimizer: true}); item(Plan(tc), "AdamW moments")*2 != int64(8*np) {
+		t.Errorf("2 GPUs do not halve the moments of %d (even) weights", np)
+	}
+}
+
+// TestSizeFits: every known shape, smallest first, LoRA under full
+// fine-tuning, and the shape's own plan where the workload is that shape.
+func TestSizeFits(t *testing.T) {
+	c, _ := Shape("qwen2.5-coder-7b")
+	c.Context = 8192
+	w := Workload{Cfg: c, Act: BF16, Completions: 8, Reference: true, GPUs: 8, ShardOptimizer: true}
+	fits := SizeFits(w, 80<<30, false)
+	if len(fits) != len(Shapes) {
+		t.Fatalf("%d sizes for %d shapes", len(fits), len(Shapes))
+	}
+	for i, f := range fits {
+		if i > 0 && f.Params < fits[i-1].Params {
+			t.Errorf("%s before %s: not smallest first", fits[i-1].Shape, f.Shape)
+		}
+		if f.LoRA >= f.Full {
+			t.Errorf("%s: LoRA %d bytes, full %d", f.Shape, f.LoRA, f.Full)
+		}
+		if f.Shape == "qwen2.5-coder-7b" && f.Full != Plan(w).Total {
+			t.Errorf("7B full fine-tuning: %d in the table, %d planned", f.Full, Plan(w).Total)
+		}
+	}
+}

@@ -77,8 +77,17 @@ func (s *planSpec) layers(dst *[]Tensor, dt DType, count, n int) {
 	}
 }
 
-// alloc allocates the arenas and points every requested tensor into them.
+// tensorAllocator is a device that wants a plan's tensors allocated one
+// by one rather than carved out of arenas: the CUDA emulator, whose
+// memcheck then bounds each tensor instead of each arena.
+type tensorAllocator interface{ TensorAllocs() bool }
+
+// alloc allocates the arenas and points every requested tensor into them
+// (or, on a device that asks, allocates each tensor on its own).
 func (s *planSpec) alloc(dev Device) ([]Tensor, int, error) {
+	if ta, ok := dev.(tensorAllocator); ok && ta.TensorAllocs() {
+		return s.allocEach(dev)
+	}
 	arenas := map[DType]Tensor{}
 	var all []Tensor
 	bytes := 0
@@ -96,6 +105,24 @@ func (s *planSpec) alloc(dev Device) ([]Tensor, int, error) {
 	}
 	for _, r := range s.reqs {
 		*r.dst = arenas[r.dt].View(r.off, r.n)
+	}
+	return all, bytes, nil
+}
+
+func (s *planSpec) allocEach(dev Device) ([]Tensor, int, error) {
+	var all []Tensor
+	bytes := 0
+	for _, r := range s.reqs {
+		t, err := dev.Alloc(r.dt, r.n)
+		if err != nil {
+			for _, a := range all {
+				dev.Free(a)
+			}
+			return nil, 0, fmt.Errorf("memory plan: %d %v elements: %w", r.n, r.dt, err)
+		}
+		*r.dst = t
+		all = append(all, t)
+		bytes += t.Bytes()
 	}
 	return all, bytes, nil
 }

@@ -43,12 +43,19 @@ type Policy struct {
 // o is the engine's (Train is implied); with o.LoRA only the adapters
 // train (opt then holds their moments) and the base weights stay frozen.
 func NewPolicy(dev Device, m *model.Model, o Options, opt *model.AdamW, sched model.Schedule, gradClip float64, stop []int, seed uint64) (*Policy, error) {
+	return newPolicy(dev, m, o, opt, sched, gradClip, stop, seed, nil)
+}
+
+// newPolicy is NewPolicy for a rank of a data-parallel run, whose
+// engine's Step reaches the other ranks through group.
+func newPolicy(dev Device, m *model.Model, o Options, opt *model.AdamW, sched model.Schedule, gradClip float64, stop []int, seed uint64, group *Comms) (*Policy, error) {
 	o.Train = true
 	lora := o.LoRA
 	e, err := NewEngine(dev, m, o)
 	if err != nil {
 		return nil, err
 	}
+	e.group = group
 	if opt.Step > 0 {
 		if lora != nil {
 			err = e.UploadLoRA(lora, opt)
@@ -159,17 +166,25 @@ func (p *Policy) Backward(ctx context.Context, b model.Batch, cot [][]float32) (
 // failure here cannot be retried, so it panics as policy.Model
 // does on a wiring bug.
 func (p *Policy) Step() (gradNorm, lr float64) {
+	norm, lr, err := p.step()
+	if err != nil {
+		panic(fmt.Errorf("cuda policy: %w", err))
+	}
+	return norm, lr
+}
+
+func (p *Policy) step() (gradNorm, lr float64, err error) {
 	lr = p.Schedule.At(p.Optim.Step)
 	norm, err := p.Engine.Step(p.Optim, lr, p.GradClip)
 	if err != nil {
-		panic(fmt.Errorf("cuda policy: step: %w", err))
+		return 0, 0, fmt.Errorf("step: %w", err)
 	}
 	if p.snapshotsStarted() {
 		if err := p.publishSnapshot(); err != nil {
-			panic(fmt.Errorf("cuda policy: snapshot: %w", err))
+			return 0, 0, fmt.Errorf("snapshot: %w", err)
 		}
 	}
-	return norm, lr
+	return norm, lr, nil
 }
 
 // Version counts the updates applied so far.
@@ -286,6 +301,37 @@ func (p *Policy) LoadLoRA(opt *model.AdamW) error {
 		return p.publishSnapshot()
 	}
 	return nil
+}
+
+// ReadParam copies parameter i's arena s into dst (Engine.ReadParam): a
+// checkpoint streamed from the device.
+func (p *Policy) ReadParam(i int, s Slot, dst []float32) error { return p.Engine.ReadParam(i, s, dst) }
+
+// WriteParam copies src into parameter i's arena s (Engine.WriteParam).
+func (p *Policy) WriteParam(i int, s Slot, src []float32) error {
+	return p.Engine.WriteParam(i, s, src)
+}
+
+// SetOptim makes o the policy's optimiser without uploading its moments
+// (a streamed resume has written them already).
+func (p *Policy) SetOptim(o *model.AdamW) { p.Optim = o }
+
+// BeginStage trains with another optimiser and schedule (the warm
+// start's) until end gives the policy back its own; from, when set,
+// replaces the weights first, with opt's moments.
+func (p *Policy) BeginStage(from *model.Model, opt *model.AdamW, sched model.Schedule) (end func(), err error) {
+	own, ownSched := p.Optim, p.Schedule
+	if from != nil {
+		err = p.Load(from, opt)
+	} else {
+		err = p.UseOptim(opt)
+	}
+	if err != nil {
+		p.Optim = own
+		return nil, err
+	}
+	p.Schedule = sched
+	return func() { p.Optim, p.Schedule = own, ownSched }, nil
 }
 
 // Republish refreshes the sampling snapshot, once snapshots have started,

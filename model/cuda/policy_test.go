@@ -22,7 +22,7 @@ func TestPolicyGRPOStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPolicy(NewCPU(), ref.Clone(), Options{Act: F32}, model.NewAdamW(oc, ref.NumParams()), sched, oc.GradClip, []int{0}, 7)
+	p, err := NewPolicy(testDevice(t), ref.Clone(), Options{Act: F32}, model.NewAdamW(oc, ref.NumParams()), sched, oc.GradClip, []int{0}, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestPolicyGRPOStep(t *testing.T) {
 	if err != nil || !slices.Equal(a[1].Tokens, again[1].Tokens) {
 		t.Errorf("sampling after restoring the RNG: %v vs %v (%v)", again[1].Tokens, a[1].Tokens, err)
 	}
-	r, err := NewReference(NewCPU(), ref, Options{Act: F32}, 0.9)
+	r, err := NewReference(testDevice(t), ref, Options{Act: F32}, 0.9)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,13 @@ var Shapes = map[string]model.Config{
 		VocabSize: 151936, RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true},
 	"qwen2.5-coder-1.5b": {Layers: 28, DModel: 1536, Heads: 12, KVHeads: 2, HeadDim: 128, DFF: 8960, Context: 32768,
 		VocabSize: 151936, RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true},
+	"qwen2.5-coder-3b": {Layers: 36, DModel: 2048, Heads: 16, KVHeads: 2, HeadDim: 128, DFF: 11008, Context: 32768,
+		VocabSize: 151936, RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true},
 	"qwen2.5-coder-7b": {Layers: 28, DModel: 3584, Heads: 28, KVHeads: 4, HeadDim: 128, DFF: 18944, Context: 32768,
 		VocabSize: 152064, RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true},
 	"qwen2.5-coder-14b": {Layers: 48, DModel: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, DFF: 13824, Context: 32768,
+		VocabSize: 152064, RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true},
+	"qwen2.5-coder-32b": {Layers: 64, DModel: 5120, Heads: 40, KVHeads: 8, HeadDim: 128, DFF: 27648, Context: 32768,
 		VocabSize: 152064, RopeTheta: 1e6, NormEps: 1e-6, AttnBias: true},
 	"llama-3-8b": {Layers: 32, DModel: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, DFF: 14336, Context: 8192,
 		VocabSize: 128256, RopeTheta: 5e5, NormEps: 1e-5},
@@ -114,4 +118,44 @@ func Fit(w Workload, free int64) (settings []string, p MemoryPlan, ok bool) {
 			return settings, p, false
 		}
 	}
+}
+
+// SizeFit is one known shape's plan under a workload's settings, trained
+// in full and with LoRA.
+type SizeFit struct {
+	Shape      string
+	Params     int
+	Full, LoRA int64 // bytes on one device
+}
+
+// SizeFits plans each known shape, smallest first, with w's settings
+// (its context, group, micro-batch, sampling, reference and GPUs), once
+// training every weight and once with LoRA of w's shape (rank 16 when w
+// trains every weight): which model sizes fit a device of free bytes.
+// With auto (model.recompute = "auto") each recomputes its activations
+// where that is what makes it fit, as a run would.
+func SizeFits(w Workload, free int64, auto bool) []SizeFit {
+	l := model.LoRAConfig{Rank: 16, Alpha: 32, Targets: model.LoRATargets}
+	if w.LoRA != nil {
+		l = *w.LoRA
+	}
+	var out []SizeFit
+	for _, name := range ShapeNames() {
+		v := w
+		v.Cfg = Shapes[name]
+		v.Cfg.Context = w.Cfg.Context
+		v.HeadRows = 0
+		plan := func(v Workload) int64 {
+			if auto {
+				v = AutoRecompute(v, free)
+			}
+			return Plan(v).Total
+		}
+		v.LoRA = nil
+		full := plan(v)
+		v.LoRA = &l
+		out = append(out, SizeFit{Shape: name, Params: ParamCount(v.Cfg), Full: full, LoRA: plan(v)})
+	}
+	slices.SortStableFunc(out, func(a, b SizeFit) int { return a.Params - b.Params })
+	return out
 }

@@ -123,6 +123,7 @@ func (e *Engine) SampleTurn(ctx context.Context, context []int, slots int, o mod
 	for k < len(t.held[slot]) && k < len(context)-1 && t.held[slot][k] == context[k] {
 		k++
 	}
+	e.turnReused.Add(int64(k))
 	// The rows still to compute: what context adds, then each token drawn.
 	pending := slices.Clone(context[k:])
 	pos := k

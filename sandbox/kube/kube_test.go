@@ -257,3 +257,30 @@ func TestCallerGaveUp(t *testing.T) {
 		}
 	}
 }
+
+// A session's Pod has a PID namespace of its own whose PID 1, a reaping
+// loop that ignores every signal, keeps it alive (kill -9 -1 from the
+// agent cannot end it), and lives as long as the session: its life and a
+// minute, not twice it; an evaluation's keeps the pause process as PID 1.
+func TestSessionPodKeepsItselfAlive(t *testing.T) {
+	b := &Backend{cfg: sandbox.BackendConfig{RunID: "r", Limits: sandbox.Limits{MemoryMB: 512, CPUs: 1}}}
+	spec := sandbox.Spec{ID: "s1", Image: "swetui/mini:latest", Workdir: "/testbed", Script: sandbox.SessionScript, Timeout: 10 * time.Minute, User: "1000"}
+	pod, err := b.podFor(spec, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if *pod.Spec.ShareProcessNamespace || len(c.Command) != 4 || c.Command[2] != sessionInit || !strings.Contains(sessionInit, "trap '' HUP INT QUIT TERM") {
+		t.Errorf("a session's Pod: share %v, command %q", *pod.Spec.ShareProcessNamespace, c.Command)
+	}
+	if d := time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second; d > 11*time.Minute+2*time.Second {
+		t.Errorf("a 10-minute session's Pod lives %s", d)
+	}
+	if !(sessionProcs{}).InitKeepsAlive() {
+		t.Error("a session Pod spares a process besides its PID 1")
+	}
+	spec.Script = "true"
+	if pod, _ := b.podFor(spec, time.Now()); !*pod.Spec.ShareProcessNamespace || pod.Spec.Containers[0].Command[0] != "sleep" {
+		t.Errorf("an evaluation's Pod: share %v, command %q", *pod.Spec.ShareProcessNamespace, pod.Spec.Containers[0].Command)
+	}
+}

@@ -90,6 +90,12 @@ func callerGaveUp(ctx context.Context, err error) error {
 }
 
 // podFor is the Pod of spec.
+// sessionInit is a session Pod's PID 1: it ignores every signal it may,
+// and waits on a sleep of the Pod's life ($0) again and again, reaping each
+// orphan as it exits (the shell's wait takes any child).
+const sessionInit = `trap '' HUP INT QUIT TERM USR1 USR2 PIPE ALRM
+while :; do sleep "$0" & wait; done`
+
 func (b *Backend) podFor(spec sandbox.Spec, now time.Time) (*corev1.Pod, error) {
 	user, group, err := numericUser(spec.User)
 	if err != nil {
@@ -144,6 +150,17 @@ func (b *Backend) podFor(spec sandbox.Spec, now time.Time) (*corev1.Pod, error) 
 	// Where swetui prepare pushed it (an official SWE-bench image by its
 	// Docker Hub name).
 	image := sandbox.RegistryRef(k.Registry, sandbox.RemoteImage(spec.Image))
+	// An evaluation's container idles in a sleep, the Pod's pause process
+	// its PID 1 (a shared PID namespace), reaping what the tests leave. A
+	// session's own PID namespace has a reaping loop for its PID 1, which
+	// no process of the agent's can signal (the kernel delivers nothing
+	// from inside to a PID 1 that does not handle it, and it ignores
+	// them all): kill -9 -1 ends the agent's processes and the loop's
+	// sleep, never the sandbox.
+	share, command := &yes, []string{"sleep", strconv.FormatInt(active+1, 10)}
+	if spec.Script == sandbox.SessionScript {
+		share, command = &no, []string{"/bin/sh", "-c", sessionInit, strconv.FormatInt(active+1, 10)}
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "swetui-", // 12 characters with the suffix: the console's container column
@@ -163,7 +180,7 @@ func (b *Backend) podFor(spec sandbox.Spec, now time.Time) (*corev1.Pod, error) 
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
-			ShareProcessNamespace:         &yes, // the pause process is PID 1 and reaps what the tests leave
+			ShareProcessNamespace:         share,
 			DNSPolicy:                     corev1.DNSNone,
 			DNSConfig:                     &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}}, // nothing listens there
 			ActiveDeadlineSeconds:         &active,
@@ -174,7 +191,7 @@ func (b *Backend) podFor(spec sandbox.Spec, now time.Time) (*corev1.Pod, error) 
 				Name:            evalContainer,
 				Image:           image,
 				ImagePullPolicy: corev1.PullPolicy(k.ImagePullPolicy),
-				Command:         []string{"sleep", strconv.FormatInt(active+1, 10)},
+				Command:         command,
 				WorkingDir:      spec.Workdir,
 				Env:             env,
 				Resources:       resources,
