@@ -247,10 +247,11 @@ func sessionRun(t *testing.T, s sandbox.Session, cmd string, o sandbox.ExecOptio
 }
 
 // processes lists the command lines of every process in the session but
-// the listing shell's and its wrapper's.
+// the listing's own: its subshell ($me: there $$ is the wrapper's pid), the
+// wrapper and the wrapper's parent.
 func processes(t *testing.T, s sandbox.Session) []string {
 	t.Helper()
-	out := sessionRun(t, s, `for d in /proc/[0-9]*; do case ${d#/proc/} in $$|$PPID) continue ;; esac; tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done`, sandbox.ExecOptions{}).Output
+	out := sessionRun(t, s, `me=$(exec /bin/sh -c 'echo $PPID'); for d in /proc/[0-9]*; do case ${d#/proc/} in $$|$PPID|$me) continue ;; esac; tr '\0' ' ' < $d/cmdline 2>/dev/null; echo; done`, sandbox.ExecOptions{}).Output
 	var ps []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
