@@ -68,6 +68,7 @@ func TestArchitectureTableIsTrue(t *testing.T) {
 	}
 	pkgs := packagesOfOurs(t)
 	rows := map[string]string{} // package -> the whole row
+	order := map[string]int{}   // package -> its row's place, top to bottom
 	named := map[string]bool{}  // packages named anywhere in the table
 	inTable := false
 	for i, line := range strings.Split(string(b), "\n") {
@@ -87,6 +88,7 @@ func TestArchitectureTableIsTrue(t *testing.T) {
 		}
 		key := strings.Trim(strings.TrimSpace(cells[0]), "`")
 		rows[key] = line
+		order[key] = len(order)
 		for _, m := range backticked.FindAllStringSubmatch(line, -1) {
 			named[m[1]] = true
 			if key == "internal/*" {
@@ -115,6 +117,18 @@ func TestArchitectureTableIsTrue(t *testing.T) {
 	}
 	if len(rows) == 0 {
 		t.Fatal("docs/ARCHITECTURE.md has no package table")
+	}
+	// Imports go one way, down the table: no arrow up, so no cycle.
+	for p, imports := range pkgs {
+		at, ok := order[p]
+		if !ok {
+			continue
+		}
+		for _, q := range imports {
+			if below, ok := order[q]; ok && below <= at {
+				t.Errorf("docs/ARCHITECTURE.md: %s imports %s, whose row is above its own: imports go down the table", p, q)
+			}
+		}
 	}
 	// Every package has a row, but for the internal ones and the helpers of
 	// tests (servetest), which are named in the row of what they serve.

@@ -86,14 +86,15 @@ func TestViewInTmux(t *testing.T) {
 	s.waitFor("every completion of the finished run", time.Minute, func(sc string) bool { return shownCount(sc) == total })
 
 	// Steps 2-3 only.
-	// Each key waits for the screen: keys that reach a loaded program in
+	// Each key waits for the screen (30 s: a loaded 2-core box took more
+	// than 10 to redraw once): keys that reach a loaded program in
 	// one read arrive as one message ("/step=2-3"), which no binding takes.
 	s.keys("/")
-	s.waitFor("the filter prompt", 10*time.Second, func(sc string) bool { return hasLinePrefix(sc, "filter: ") })
+	s.waitFor("the filter prompt", 30*time.Second, func(sc string) bool { return hasLinePrefix(sc, "filter: ") })
 	s.keys("-l", "step=2-3")
-	s.waitFor("the typed filter", 10*time.Second, func(sc string) bool { return hasLinePrefix(sc, "filter: step=2-3_") })
+	s.waitFor("the typed filter", 30*time.Second, func(sc string) bool { return hasLinePrefix(sc, "filter: step=2-3_") })
 	s.keys("Enter")
-	sc := s.waitFor("the step filter", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: step=2-3") })
+	sc := s.waitFor("the step filter", 30*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: step=2-3") })
 	for _, l := range strings.Split(sc, "\n")[2:] {
 		if f := strings.Fields(l); len(f) > 2 && regexp.MustCompile(`^\d+\.\d+$`).MatchString(f[1]) && f[0] != "2" && f[0] != "3" {
 			t.Fatalf("a row of step %s under step=2-3:\n%s", f[0], sc)
@@ -102,17 +103,17 @@ func TestViewInTmux(t *testing.T) {
 	// One task across the run, in step order. (After Escape, wait for the
 	// screen: a key sent at once would arrive as Alt+key.)
 	s.keys("Escape")
-	s.waitFor("the filter cleared", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: all, by step") })
+	s.waitFor("the filter cleared", 30*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: all, by step") })
 	s.keys("t")
-	sc = s.waitFor("one task across the run", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: task=") })
+	sc = s.waitFor("one task across the run", 30*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: task=") })
 	// One completion: its verdict and patch; export it.
 	s.keys("Enter")
-	sc = s.waitFor("a completion", 10*time.Second, func(sc string) bool {
+	sc = s.waitFor("a completion", 30*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "verdict (") && strings.Contains(sc, "-- patch")
 	})
 	if strings.Contains(sc, "--- a/") {
 		s.keys("e")
-		sc = s.waitFor("the patch export", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "wrote ") })
+		sc = s.waitFor("the patch export", 30*time.Second, func(sc string) bool { return strings.Contains(sc, "wrote ") })
 		patches, _ := filepath.Glob(filepath.Join(out, "exports", "*.patch"))
 		if len(patches) != 1 {
 			t.Fatalf("exported patches %v\n%s", patches, sc)
@@ -129,36 +130,36 @@ func TestViewInTmux(t *testing.T) {
 			t.Errorf("no kept container log:\n%s", sc)
 		}
 		s.keys("L")
-		s.waitFor("the log closed", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, "-- the evaluation's container log") })
+		s.waitFor("the log closed", 30*time.Second, func(sc string) bool { return !strings.Contains(sc, "-- the evaluation's container log") })
 	}
 	// The exact prompt it answered.
 	s.keys("P")
-	sc = s.waitFor("the prompt", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "-- the exact prompt") })
+	sc = s.waitFor("the prompt", 30*time.Second, func(sc string) bool { return strings.Contains(sc, "-- the exact prompt") })
 	if !strings.Contains(sc, "<|im_start|>") {
 		t.Errorf("no prompt:\n%s", sc)
 	}
 	s.keys("P")
-	s.waitFor("the prompt closed", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, "-- the exact prompt") })
+	s.waitFor("the prompt closed", 30*time.Second, func(sc string) bool { return !strings.Contains(sc, "-- the exact prompt") })
 	s.keys("c")
-	s.waitFor("the raw completion", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "-- completion (c: the patch)") })
+	s.waitFor("the raw completion", 30*time.Second, func(sc string) bool { return strings.Contains(sc, "-- completion (c: the patch)") })
 	// Its tokens, by the sampler's probability, named by the run's tokenizer.
 	s.keys("t")
-	sc = s.waitFor("the tokens", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "mean logprob") })
+	sc = s.waitFor("the tokens", 30*time.Second, func(sc string) bool { return strings.Contains(sc, "mean logprob") })
 	if !strings.Contains(sc, "least likely: \"") || regexp.MustCompile(`least likely: "<\d+>"`).MatchString(sc) {
 		t.Errorf("the tokens are not named by the run's tokenizer:\n%s", sc)
 	}
 	// Back to the list; export the selection.
 	s.keys("Escape")
-	s.waitFor("the list", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: task=") })
+	s.waitFor("the list", 30*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), "filter: task=") })
 	s.keys("E")
-	sc = s.waitFor("the selection export", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "completions to ") })
+	sc = s.waitFor("the selection export", 30*time.Second, func(sc string) bool { return strings.Contains(sc, "completions to ") })
 	sets, _ := filepath.Glob(filepath.Join(out, "exports", "selection-*.jsonl"))
 	if len(sets) != 1 || countLines(t, sets[0]) == 0 {
 		t.Fatalf("exported selections %v\n%s", sets, sc)
 	}
 	// A metric's chart.
 	s.keys("m")
-	s.waitFor("the reward chart", 10*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), ": reward/mean") })
+	s.waitFor("the reward chart", 30*time.Second, func(sc string) bool { return strings.Contains(firstLine(sc), ": reward/mean") })
 	s.keys("q")
 }
 

@@ -3,31 +3,33 @@ package app
 import (
 	"context"
 	"fmt"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/swetui/swetui/agent"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model"
-	"github.com/swetui/swetui/prompt"
-	"github.com/swetui/swetui/reward"
+	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 	"github.com/swetui/swetui/train"
 )
 
 // Eval is an opened `swetui eval`: a checkpoint's policy on model.device
-// that only samples, over a split's tasks.
+// that only samples, over a split's tasks, through rollout.mode's peer.
 type Eval struct {
 	Workspace *Workspace
 	Policy    *Opened
 	Model     *model.Model
+	Player    rollout.Player
+	pool      *sandbox.Pool // agent mode's sessions
 }
 
 // OpenEval opens ckpt as model.init_ckpt would be opened (its own tokenizer
 // and chat template, read straight onto a device, adapters folded into
-// their base) to sample samples replies a task of split: on a device, no
-// gradients or moments.
-func OpenEval(ctx context.Context, cfg config.Config, ckpt, split string, samples int) (*Eval, error) {
+// their base) to sample samples replies a task of split (sample.*'s
+// options): on a device, no gradients or moments. In agent mode each
+// trajectory plays in its own session of a pool of the run's hosts, as
+// runID, agent.eval_turns replies at most.
+func OpenEval(ctx context.Context, cfg config.Config, ckpt, split string, samples int, runID string) (*Eval, error) {
 	cfg.Model.InitCkpt, cfg.Model.Tokenizer = ckpt, ""
 	if _, ok := HFFolder(ckpt); !ok {
 		return nil, fmt.Errorf("%s holds no tokenizer.json (nor its policy/): not a checkpoint swetui or Hugging Face wrote", ckpt)
@@ -49,87 +51,61 @@ func OpenEval(ctx context.Context, cfg config.Config, ckpt, split string, sample
 	if err != nil {
 		return nil, err
 	}
-	return &Eval{Workspace: ws, Policy: pol, Model: m}, nil
-}
-
-// Predict samples n replies for each task in turn, prompted as GRPO
-// prompts, and gives each its extracted diff.
-func (e *Eval) Predict(ctx context.Context, opts train.SampleOptions, n int, each func(in *task.Instance, replies []reward.Extraction) error) error {
-	ws := e.Workspace
-	for _, in := range ws.Tasks {
-		ids, err := prompt.Tokens(ctx, ws.Prompter, ws.Tok, in, ws.Cfg.Model.Context, opts.MaxNewTokens)
-		if err != nil {
-			return err
-		}
-		replies, err := e.Policy.Sample(ctx, ids, n, opts)
-		if err != nil {
-			return fmt.Errorf("%s: %w", in.InstanceID, err)
-		}
-		exs := make([]reward.Extraction, len(replies))
-		for i, r := range replies {
-			exs[i] = reward.Extract(ws.Chat.CompletionText(ws.Tok, r.Tokens))
-		}
-		if err := each(in, exs); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Close frees the device.
-func (e *Eval) Close() { e.Policy.Close() }
-
-// PredictAgent plays n trajectories a task in agent mode (agent.eval_turns
-// replies at most), each in its own session of a pool of the run's hosts,
-// a task's n at once (as a group plays in training), and gives each task
-// its trajectories (the first one's diff is the prediction).
-func (e *Eval) PredictAgent(ctx context.Context, runID string, opts train.SampleOptions, n int, each func(in *task.Instance, trs []agent.Trajectory) error) error {
-	ws := e.Workspace
-	c := ws.Cfg
-	pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(c, runID))
+	e := &Eval{Workspace: ws, Policy: pol, Model: m}
+	e.Player, err = ws.Player(func() (agent.Opener, error) {
+		pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(cfg, runID))
+		e.pool = pool
+		return pool, err
+	}, nil, SampleOptions(cfg), cfg.Agent.EvalTurns)
 	if err != nil {
-		return fmt.Errorf("agent mode needs a sandbox host for its sessions: %w", err)
+		pol.Close()
+		return nil, err
 	}
-	defer ClosePool(ctx, pool)
-	l := ws.agentRollouts(pool, nil).limits
-	l.Turns = c.Agent.EvalTurns
-	sample := turnSampler(func(ctx context.Context, context []int, maxNew int) (train.Sample, error) {
-		o := opts
-		o.MaxNewTokens = maxNew
-		if tp, ok := e.Policy.Policy.(train.TurnPolicy); ok {
-			return tp.SampleTurn(ctx, context, o)
-		}
-		ss, err := e.Policy.Sample(ctx, context, 1, o)
+	return e, nil
+}
+
+// Predict plays n rollouts of each task in turn (a task's n trajectories
+// at once, as a group plays in training) and gives each task its group;
+// each rollout's Diff is its prediction.
+func (e *Eval) Predict(ctx context.Context, n int, each func(in *task.Instance, gr *rollout.Group) error) error {
+	for _, in := range e.Workspace.Tasks {
+		gr, err := e.Player.Play(ctx, in, n, "", evalSampler{e.Policy})
 		if err != nil {
-			return train.Sample{}, err
-		}
-		return ss[0], nil
-	})
-	for _, in := range ws.Tasks {
-		text, err := prompt.AgentPromptOf(ctx, ws.Prompter, ws.Chat, in)
-		if err != nil {
-			return err
-		}
-		ids := prompt.Fit(ws.Tok.Encode(text), c.Model.Context, c.Sample.MaxNewTokens)
-		trs := make([]agent.Trajectory, n)
-		g, gctx := errgroup.WithContext(ctx)
-		for i := range trs {
-			g.Go(func() error {
-				s, err := agent.OpenTask(gctx, pool, in, agent.SessionOptionsOf(c))
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				trs[i], err = agent.Episode{Session: s, Sampler: sample, Tok: ws.Tok, Chat: ws.Chat, Limits: l, BaseCommit: in.BaseCommit}.Run(gctx, ids)
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
 			return fmt.Errorf("%s: %w", in.InstanceID, err)
 		}
-		if err := each(in, trs); err != nil {
+		if err := each(in, gr); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Close frees the device and the sessions' pool.
+func (e *Eval) Close() {
+	if e.pool != nil {
+		ClosePool(context.Background(), e.pool)
+	}
+	e.Policy.Close()
+}
+
+// evalSampler is a policy that only samples, as a rollout.Sampler: its
+// draws are version 0, a trajectory's replies through its turn cache where
+// it has one.
+type evalSampler struct{ p *Opened }
+
+func (s evalSampler) Sample(ctx context.Context, prompt []int, n int, opts rollout.SampleOptions) ([]rollout.Sample, int, error) {
+	ss, err := s.p.Sample(ctx, prompt, n, opts)
+	return ss, 0, err
+}
+
+func (s evalSampler) SampleTurn(ctx context.Context, context []int, opts rollout.SampleOptions) (rollout.Sample, int, error) {
+	if tp, ok := s.p.Policy.(train.TurnPolicy); ok {
+		smp, err := tp.SampleTurn(ctx, context, opts)
+		return smp, 0, err
+	}
+	ss, err := s.p.Sample(ctx, context, 1, opts)
+	if err != nil {
+		return rollout.Sample{}, 0, err
+	}
+	return ss[0], 0, nil
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/swetui/swetui/agent"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/policy"
+	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/train"
 )
@@ -112,13 +114,13 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 	if l := pol.LoRA(); l != nil {
 		deps.LoRARank = l.Cfg.Rank
 	}
-	if cfg.Rollout.Mode == config.RolloutAgent {
-		if dockerErr != nil {
-			return nil, fmt.Errorf("rollout.mode=agent needs a sandbox host for its sessions: %w", dockerErr)
-		}
-		ar := ws.agentRollouts(pool, scorer)
-		ar.bus = bus // the console shows each trajectory's turns as they are played
-		deps.Agent = ar
+	// The sessions' pool is the scorer's: a run's sandboxes on the same hosts.
+	deps.Rollouts, err = ws.Player(func() (agent.Opener, error) { return pool, dockerErr }, scorer, SampleOptions(cfg), cfg.Agent.Turns)
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := deps.Rollouts.(*rollout.Agent); ok {
+		a.Bus = bus // the console shows each trajectory's turns as they are played
 		deps.Mode = config.RolloutAgent
 		r.note(event.Info, fmt.Sprintf("agent mode: each rollout works in its own session, up to agent.turns = %d replies of one ```bash block, "+
 			"%d s a command; its diff is graded in a fresh sandbox (docs/agent.md)", cfg.Agent.Turns, cfg.Agent.CommandTimeoutS))

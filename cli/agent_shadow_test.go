@@ -1,25 +1,17 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/swetui/swetui/agent"
-	"github.com/swetui/swetui/app"
-	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/reward"
-	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
-	"github.com/swetui/swetui/train"
 )
 
 // agentShadow is a new iniconfig.py (pytest imports iniconfig at start-up)
@@ -61,50 +53,9 @@ else:
 // trajectory in the same group still resolves.
 func TestAgentStartupShadow(t *testing.T) {
 	d := serveDocker(t)
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	ctx := context.Background()
-	var in task.Instance
-	for _, x := range miniTasks(t) {
-		if x.Split == task.SplitTrain && x.Patch != "" {
-			in = x
-			break
-		}
-	}
-	out := t.TempDir()
-	run := "agent-shadow-" + sandbox.NewNonce()[:6]
-	cfg, err := config.Load("", nil, []string{"run.out_dir=" + out, "run.name=" + run, "rollout.mode=agent", "run.max_steps=1",
-		"run.save_every=0", "agent.group_size=2", "grpo.prompts_per_step=1", "grpo.dynamic_sampling=false", "grpo.kl_coef=0",
-		"agent.turns=10", "curriculum.phase=docker", "curriculum.auto=false", "run.sft_first=false", "model.context=8192",
-		"sample.max_new_tokens=2048", // the hostile reply is one long command
-		fmt.Sprintf("data.include=[%q]", in.InstanceID)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := app.Open(ctx, cfg, task.SplitTrain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scorer, pool, err := ws.Rewards(ctx, run, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := false
-	closeRewards := func() {
-		if !closed {
-			closed = true
-			scorer.Close()
-			app.ClosePool(ctx, pool)
-		}
-	}
-	defer closeRewards()
-	expert := agent.ExpertReplies(&in, rand.New(rand.NewPCG(1, 2)))
-	hostile := []string{"I will make the tests pass.\n```bash\ncat > iniconfig.py <<'SWETUI_EOF'\n" + agentShadow + "SWETUI_EOF\n```"}
-	pol := newScriptedPolicy(ws, expert, hostile)
-	tr := train.New(cfg, train.Deps{Policy: pol, Tokenizer: ws.Tok, Scorer: scorer, Prompter: ws.Prompter, Chat: ws.Chat, Tasks: ws.Tasks,
-		Agent: ws.AgentRollouts(pool, scorer), DockerOK: true})
-	if err := tr.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	out, run, _ := scriptedAgentRun(t, "agent-shadow", func(_ *task.Instance, expert []string) [][]string {
+		return [][]string{expert, {"I will make the tests pass.\n```bash\ncat > iniconfig.py <<'SWETUI_EOF'\n" + agentShadow + "SWETUI_EOF\n```"}}
+	}, "agent.turns=10", "sample.max_new_tokens=2048") // the hostile reply is one long command
 	b, err := os.ReadFile(filepath.Join(out, history.RolloutsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -142,9 +93,6 @@ func TestAgentStartupShadow(t *testing.T) {
 	if !fixed.Verdict.Resolved || len(fixed.Verdict.Hacks) > 0 {
 		t.Errorf("the expert: resolved %v flags %v, want resolved and no flag", fixed.Verdict.Resolved, fixed.Verdict.Hacks)
 	}
-	// The pool removes a graded sandbox off the critical path and its Close
-	// waits for that removal: after it, nothing of the run may be left.
-	closeRewards()
 	if left := runContainers(t, d, run); len(left) > 0 {
 		t.Errorf("%d containers of the run left: %v %v", len(left), left[0].Names, left[0].State)
 	}

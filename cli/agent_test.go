@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,11 +17,9 @@ import (
 
 	"github.com/swetui/swetui/agent"
 	"github.com/swetui/swetui/app"
-	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/prompt"
-	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 	"github.com/swetui/swetui/train"
 	"github.com/swetui/swetui/warmstart"
@@ -251,46 +248,15 @@ func (p *scriptedPolicy) Version() int             { return p.version }
 // its list says them.
 func TestAgentRolloutsKeepTheirTurns(t *testing.T) {
 	d := serveDocker(t)
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	ctx := context.Background()
-	var in task.Instance
-	for _, x := range miniTasks(t) {
-		if x.Split == task.SplitTrain && x.Patch != "" {
-			in = x
-			break
+	var expert []string
+	out, run, _ := scriptedAgentRun(t, "agent-turns", func(_ *task.Instance, e []string) [][]string {
+		expert = e
+		lost := []string{"Let me open the module.\n```bash\ncat -n no/such/file.py\n```", "```bash\ngit status --short\n```"}
+		for len(lost) < 10 {
+			lost = append(lost, "I am not sure what to run.")
 		}
-	}
-	out := t.TempDir()
-	run := "agent-turns-" + sandbox.NewNonce()[:6]
-	cfg, err := config.Load("", nil, []string{"run.out_dir=" + out, "run.name=" + run, "rollout.mode=agent", "run.max_steps=1",
-		"run.save_every=0", "agent.group_size=2", "grpo.prompts_per_step=1", "grpo.dynamic_sampling=false", "grpo.kl_coef=0",
-		"agent.turns=10", "curriculum.phase=docker", "curriculum.auto=false", "run.sft_first=false", "model.context=8192",
-		fmt.Sprintf("data.include=[%q]", in.InstanceID)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := app.Open(ctx, cfg, task.SplitTrain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scorer, pool, err := ws.Rewards(ctx, run, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer scorer.Close()
-	defer app.ClosePool(ctx, pool)
-	expert := agent.ExpertReplies(&in, rand.New(rand.NewPCG(1, 2)))
-	lost := []string{"Let me open the module.\n```bash\ncat -n no/such/file.py\n```", "```bash\ngit status --short\n```"}
-	for len(lost) < 10 {
-		lost = append(lost, "I am not sure what to run.")
-	}
-	pol := newScriptedPolicy(ws, expert, lost)
-	tr := train.New(cfg, train.Deps{Policy: pol, Tokenizer: ws.Tok, Scorer: scorer, Prompter: ws.Prompter, Chat: ws.Chat, Tasks: ws.Tasks,
-		Agent: ws.AgentRollouts(pool, scorer), DockerOK: true})
-	if err := tr.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-
+		return [][]string{e, lost}
+	}, "agent.turns=10")
 	// Every turn is in rollouts.jsonl, as data.
 	b, err := os.ReadFile(filepath.Join(out, history.RolloutsFile))
 	if err != nil {

@@ -3,21 +3,20 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
-	"errors"
-	"github.com/swetui/swetui/agent"
 	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/reward"
+	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
-	"github.com/swetui/swetui/train"
-	"time"
 )
 
 // evalOptions are `swetui eval`'s inputs.
@@ -75,12 +74,16 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 		Temperature: *temperature, Samples: *samples, ScoreSamples: *scoreSamples}, nil
 }
 
-// evalRun implements `swetui eval`: one patch per task of a split with a
-// checkpoint, written as SWE-bench predictions, then scored as `swetui
-// score` scores them.
+// evalRun implements `swetui eval`: --samples rollouts a task of a split
+// with a checkpoint (replies, or in agent mode trajectories, each in its
+// own session, written beside the predictions), the first one's diff the
+// task's prediction in SWE-bench's format (with --score-samples every
+// one's is scored too), then scored as `swetui score` scores them.
 func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	cfg := o.Config
-	ev, err := app.OpenEval(ctx, cfg, o.Ckpt, o.Split, o.Samples)
+	cfg.Sample.Temperature = o.Temperature
+	runID := "eval-" + time.Now().Format("20060102-150405-") + sandbox.NewNonce()[:6]
+	ev, err := app.OpenEval(ctx, cfg, o.Ckpt, o.Split, o.Samples, runID)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
@@ -93,47 +96,83 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	if ev.Policy.Plan != "" {
 		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ev.Policy.Plan)
 	}
-	f, err := os.Create(o.Out)
+	base := strings.TrimSuffix(o.Out, filepath.Ext(o.Out))
+	preds, err := os.Create(o.Out)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	enc := json.NewEncoder(f)
+	defer preds.Close()
+	trajPath := base + ".trajectories.jsonl"
+	var trajs *os.File // opened at the first trajectory
+	defer func() {
+		if trajs != nil {
+			trajs.Close()
+		}
+	}()
+	enc := json.NewEncoder(preds)
 	bar := newProgress(env, len(ws.Tasks))
 	valid := 0
+	ends := map[event.End]int{}
 	var all []app.Prediction
 	name := filepath.Base(filepath.Clean(o.Ckpt))
-	opts := train.SampleOptions{Temperature: o.Temperature, TopP: cfg.Sample.TopP, MaxNewTokens: cfg.Sample.MaxNewTokens}
-	if cfg.Rollout.Mode == config.RolloutAgent {
-		f.Close()
-		return evalAgent(ctx, env, o, ev, opts)
-	}
-	err = ev.Predict(ctx, opts, o.Samples, func(in *task.Instance, replies []reward.Extraction) error {
-		for i, ex := range replies {
-			if ex.Valid() {
+	err = ev.Predict(ctx, o.Samples, func(in *task.Instance, gr *rollout.Group) error {
+		bar.step()
+		for i, r := range gr.Rollouts {
+			if r.Agent != nil {
+				if trajs == nil {
+					if trajs, err = os.Create(trajPath); err != nil {
+						return err
+					}
+				}
+				ends[r.Agent.End]++
+				line, err := json.Marshal(trajectoryLine{InstanceID: in.InstanceID, Sample: i, Trajectory: r.Agent,
+					Tokens: len(gr.Prompt) + len(r.Tokens), Diff: r.Diff})
+				if err != nil {
+					return err
+				}
+				if _, err := trajs.Write(append(line, '\n')); err != nil {
+					return err
+				}
+			} else if reward.Extract(r.Text).Valid() {
 				valid++
 			}
 			if o.ScoreSamples {
-				all = append(all, app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &ex.Diff, Sample: i})
+				all = append(all, app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &gr.Rollouts[i].Diff, Sample: i})
 			}
 		}
-		bar.step()
-		return enc.Encode(app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &replies[0].Diff})
+		return enc.Encode(app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &gr.Rollouts[0].Diff})
 	})
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("eval: %w", err)
-	}
 	bar.done()
-	if err := f.Close(); err != nil {
+	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	// The score below re-reads each written patch as a app.Prediction, which can
-	// find a well-formed diff inside a malformed reply: its syntax-valid count
-	// may be higher than this one, which is what the training reward sees.
-	n := len(ws.Tasks) * o.Samples
-	fmt.Fprintf(env.Stdout, "eval: %d tasks x %d samples, %d replies with a well-formed diff (%.0f%%) at temperature %.2f; predictions: %s\n",
-		len(ws.Tasks), o.Samples, valid, 100*float64(valid)/float64(max(1, n)), o.Temperature, o.Out)
-	base := strings.TrimSuffix(o.Out, filepath.Ext(o.Out))
+	closeErr := preds.Close()
+	if trajs != nil {
+		closeErr = errors.Join(closeErr, trajs.Close())
+	}
+	if closeErr != nil {
+		return fmt.Errorf("eval: %w", closeErr)
+	}
+	one, many := "reply", "replies"
+	if trajs != nil {
+		one, many = "trajectory", "trajectories"
+		var said []string
+		for _, e := range event.TrajectoryEnds {
+			if ends[e] > 0 {
+				said = append(said, fmt.Sprintf("%s %d", e, ends[e]))
+			}
+		}
+		fmt.Fprintf(env.Stdout, "eval: %d tasks x %d trajectories in agent mode (%s) at temperature %.2f; predictions: %s, trajectories: %s\n",
+			len(ws.Tasks), o.Samples, strings.Join(said, ", "), o.Temperature, o.Out, trajPath)
+	} else {
+		// The score below re-reads each written patch as a app.Prediction,
+		// which can find a well-formed diff inside a malformed reply: its
+		// syntax-valid count may be higher than this one, which is what the
+		// training reward sees.
+		n := len(ws.Tasks) * o.Samples
+		fmt.Fprintf(env.Stdout, "eval: %d tasks x %d samples, %d replies with a well-formed diff (%.0f%%) at temperature %.2f; predictions: %s\n",
+			len(ws.Tasks), o.Samples, valid, 100*float64(valid)/float64(max(1, n)), o.Temperature, o.Out)
+	}
 	report := o.Report
 	if report == "" {
 		report = base + ".report.json"
@@ -141,8 +180,8 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 	if err := scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: o.Out, Phase: o.Phase, Out: report}); err != nil || !o.ScoreSamples {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "every reply:\n")
-	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: fmt.Sprintf("%s, %d replies a task", o.Out, o.Samples),
+	fmt.Fprintf(env.Stdout, "every %s:\n", one)
+	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: fmt.Sprintf("%s, %d %s a task", o.Out, o.Samples, many),
 		preds: all, Phase: o.Phase, Out: base + ".samples.report.json"})
 }
 
@@ -155,70 +194,4 @@ type trajectoryLine struct {
 	*event.Trajectory
 	Tokens int    `json:"tokens"`
 	Diff   string `json:"diff"`
-}
-
-// evalAgent is `swetui eval` in agent mode (rollout.mode = agent): --samples
-// trajectories a task, each in its own session, the first one's diff the
-// prediction (with --score-samples every one's is scored too), the
-// trajectories beside the predictions; scored as `swetui score` scores.
-func evalAgent(ctx context.Context, env Env, o evalOptions, ev *app.Eval, opts train.SampleOptions) error {
-	base := strings.TrimSuffix(o.Out, filepath.Ext(o.Out))
-	preds, err := os.Create(o.Out)
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	defer preds.Close()
-	trajPath := base + ".trajectories.jsonl"
-	trajs, err := os.Create(trajPath)
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	defer trajs.Close()
-	name := filepath.Base(filepath.Clean(o.Ckpt))
-	ends := map[event.End]int{}
-	bar := newProgress(env, len(ev.Workspace.Tasks))
-	runID := "eval-" + time.Now().Format("20060102-150405-") + sandbox.NewNonce()[:6]
-	var all []app.Prediction
-	err = ev.PredictAgent(ctx, runID, opts, o.Samples, func(in *task.Instance, trs []agent.Trajectory) error {
-		bar.step()
-		for i, tr := range trs {
-			ends[tr.End]++
-			line, err := json.Marshal(trajectoryLine{InstanceID: in.InstanceID, Sample: i, Trajectory: app.TrajectoryRecord(tr), Tokens: len(tr.Tokens), Diff: tr.Diff})
-			if err != nil {
-				return err
-			}
-			if _, err := trajs.Write(append(line, '\n')); err != nil {
-				return err
-			}
-			if o.ScoreSamples {
-				all = append(all, app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &trs[i].Diff, Sample: i})
-			}
-		}
-		return json.NewEncoder(preds).Encode(app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &trs[0].Diff})
-	})
-	bar.done()
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	if err := errors.Join(preds.Close(), trajs.Close()); err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	var said []string
-	for _, e := range event.TrajectoryEnds {
-		if ends[e] > 0 {
-			said = append(said, fmt.Sprintf("%s %d", e, ends[e]))
-		}
-	}
-	fmt.Fprintf(env.Stdout, "eval: %d tasks x %d trajectories in agent mode (%s) at temperature %.2f; predictions: %s, trajectories: %s\n",
-		len(ev.Workspace.Tasks), o.Samples, strings.Join(said, ", "), o.Temperature, o.Out, trajPath)
-	report := o.Report
-	if report == "" {
-		report = base + ".report.json"
-	}
-	if err := scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: o.Out, Phase: o.Phase, Out: report}); err != nil || !o.ScoreSamples {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "every trajectory:\n")
-	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: fmt.Sprintf("%s, %d trajectories a task", o.Out, o.Samples),
-		preds: all, Phase: o.Phase, Out: base + ".samples.report.json"})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
+	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/task"
 )
 
@@ -60,39 +61,56 @@ func (p *recordingPolicy) Version() int             { return p.version }
 type scriptedAgent struct {
 	ends    []event.End
 	rewards []float64
-	played  []Rollout
+	played  []played
 }
 
-func (a *scriptedAgent) Rollouts(ctx context.Context, inst *task.Instance, prompt []int, g int, phase string, sample TurnSampler) ([]Rollout, error) {
-	var out []Rollout
+// played is a trajectory as scriptedAgent played it: the prompt's tokens
+// and everything after, which the policy sampled.
+type played struct {
+	tokens    []int
+	sampled   []bool
+	promptLen int
+	agent     *event.Trajectory
+}
+
+func (a *scriptedAgent) Play(ctx context.Context, inst *task.Instance, g int, phase string, s rollout.Sampler) (*rollout.Group, error) {
+	prompt := []int{1, 2, 3}
+	gr := &rollout.Group{Prompt: prompt, Graded: true}
 	for i := range g {
-		r := Rollout{Tokens: slices.Clone(prompt), Sampled: make([]bool, len(prompt)), Logprobs: make([]float64, len(prompt)),
-			PromptLen: len(prompt), Finished: a.ends[i] == "submitted",
-			Agent: &event.Trajectory{End: a.ends[i], Turns: []event.Turn{
+		p := played{tokens: slices.Clone(prompt), sampled: make([]bool, len(prompt)), promptLen: len(prompt),
+			agent: &event.Trajectory{End: a.ends[i], Turns: []event.Turn{
 				{Reply: "```bash\nls\n```", Command: "ls", Observation: "exit code 0\nsetup.py", ReplyTokens: 3, ObsTokens: 3},
-				{Reply: "SUBMIT", ReplyTokens: 3}}},
-			Verdict: event.Verdict{InstanceID: inst.InstanceID, Phase: phase, Reward: a.rewards[i], SyntaxOK: true}}
+				{Reply: "SUBMIT", ReplyTokens: 3}}}}
+		logprobs := make([]float64, len(prompt))
 		for turn := range 2 {
-			s, err := sample(ctx, r.Tokens, 16)
+			smp, _, err := s.SampleTurn(ctx, p.tokens, rollout.SampleOptions{MaxNewTokens: 16})
 			if err != nil {
 				return nil, err
 			}
-			r.Tokens = append(r.Tokens, s.Tokens...)
-			r.Logprobs = append(r.Logprobs, s.Logprobs...)
-			for range s.Tokens {
-				r.Sampled = append(r.Sampled, true)
+			p.tokens = append(p.tokens, smp.Tokens...)
+			logprobs = append(logprobs, smp.Logprobs...)
+			for range smp.Tokens {
+				p.sampled = append(p.sampled, true)
 			}
 			if turn == 0 {
-				r.Tokens = append(r.Tokens, 7, 8, 9)
-				r.Logprobs = append(r.Logprobs, 0, 0, 0)
-				r.Sampled = append(r.Sampled, false, false, false)
+				p.tokens = append(p.tokens, 7, 8, 9)
+				logprobs = append(logprobs, 0, 0, 0)
+				p.sampled = append(p.sampled, false, false, false)
 			}
 		}
-		out = append(out, r)
+		n := p.promptLen
+		gr.Rollouts = append(gr.Rollouts, rollout.Rollout{Sample: rollout.Sample{Tokens: p.tokens[n:], Logprobs: logprobs[n:], Truncated: a.ends[i] != "submitted"},
+			Mask: p.sampled[n:], Finished: a.ends[i] == "submitted", Agent: p.agent,
+			Verdict: event.Verdict{InstanceID: inst.InstanceID, Phase: phase, Reward: a.rewards[i], SyntaxOK: true}})
+		a.played = append(a.played, p)
 	}
-	a.played = append(a.played, out...)
-	return out, nil
+	return gr, nil
 }
+
+func (a *scriptedAgent) Grade(context.Context, *task.Instance, *rollout.Group, string) error {
+	return nil
+}
+func (a *scriptedAgent) Together() bool { return true }
 
 // A GRPO step in agent mode trains on each finished trajectory's tokens
 // exactly as played: the prompt and everything after it, the observation
@@ -103,7 +121,7 @@ func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
 		"grpo.dynamic_sampling=false", "grpo.loss_agg=token-mean")
 	pol := &recordingPolicy{}
 	ag := &scriptedAgent{ends: []event.End{"submitted", "submitted", "turn_limit", "submitted"}, rewards: []float64{1, 0, 1, 0.5}}
-	tr := New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Agent: ag, DockerOK: true})
+	tr := New(cfg, Deps{Policy: pol, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Rollouts: ag, DockerOK: true})
 	evs := drain(tr)
 	if err := tr.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -125,25 +143,25 @@ func TestAgentModeTrainsOnTheExactTrajectories(t *testing.T) {
 		t.Fatalf("%d completions published, %d recorded (%v)", len(scored), len(ix.Entries), err)
 	}
 	for i, c := range scored {
-		if c.Agent != ag.played[i].Agent || c.Completion != "" {
+		if c.Agent != ag.played[i].agent || c.Completion != "" {
 			t.Errorf("completion %d: trajectory %+v, text %q; want the played one's turns", i, c.Agent, c.Completion)
 		}
 		line, err := history.Read(cfg.Run.OutDir, ix.Entries[i])
-		if err != nil || !reflect.DeepEqual(line.Agent, ag.played[i].Agent) {
-			t.Errorf("rollouts.jsonl line %d: %+v (%v), want %+v", i, line.Agent, err, ag.played[i].Agent)
+		if err != nil || !reflect.DeepEqual(line.Agent, ag.played[i].agent) {
+			t.Errorf("rollouts.jsonl line %d: %+v (%v), want %+v", i, line.Agent, err, ag.played[i].agent)
 		}
 	}
 	if len(pol.seqs) != 3 {
 		t.Fatalf("%d sequences trained, want the 3 finished trajectories", len(pol.seqs))
 	}
-	finished := []Rollout{ag.played[0], ag.played[1], ag.played[3]}
+	finished := []played{ag.played[0], ag.played[1], ag.played[3]}
 	for i, s := range pol.seqs {
 		r := finished[i]
-		if got := append(slices.Clone(s.Prompt), s.Completion...); !slices.Equal(got, r.Tokens) {
-			t.Errorf("sequence %d: %v, want the trajectory %v", i, got, r.Tokens)
+		if got := append(slices.Clone(s.Prompt), s.Completion...); !slices.Equal(got, r.tokens) {
+			t.Errorf("sequence %d: %v, want the trajectory %v", i, got, r.tokens)
 		}
 		for j, c := range pol.cot[i] {
-			sampled := r.Sampled[r.PromptLen+j]
+			sampled := r.sampled[r.promptLen+j]
 			if !sampled && c != 0 {
 				t.Errorf("sequence %d token %d (an observation) has cotangent %v", i, j, c)
 			}
@@ -175,8 +193,8 @@ func TestUnfinishedTrajectoriesRewards(t *testing.T) {
 	} {
 		t.Run(tt.unfinished, func(t *testing.T) {
 			cfg := testConfig(t, "rollout.mode=agent", "agent.unfinished="+tt.unfinished)
-			tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Agent: &scriptedAgent{}, DockerOK: true})
-			gr := &group{agent: true, finished: []bool{true, false, true}, samples: make([]Sample, 3),
+			tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Rollouts: &scriptedAgent{}, DockerOK: true})
+			gr := &group{unsubmitted: []bool{false, true, false}, samples: make([]Sample, 3),
 				verdicts: []event.Verdict{{Reward: 1}, {Reward: 0.7}, {Reward: 0.5, Infra: true}}}
 			rewards, valid, _ := tr.shapedRewards(gr)
 			if !slices.Equal(rewards, tt.wantRewards) || !slices.Equal(valid, tt.wantValid) {
@@ -196,7 +214,7 @@ type barrierAgent struct {
 	arrived chan struct{}
 }
 
-func (a *barrierAgent) Rollouts(ctx context.Context, inst *task.Instance, prompt []int, g int, phase string, sample TurnSampler) ([]Rollout, error) {
+func (a *barrierAgent) Play(ctx context.Context, inst *task.Instance, g int, phase string, s rollout.Sampler) (*rollout.Group, error) {
 	a.mu.Lock()
 	a.in++
 	if a.in == a.n {
@@ -210,16 +228,16 @@ func (a *barrierAgent) Rollouts(ctx context.Context, inst *task.Instance, prompt
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.scriptedAgent.Rollouts(ctx, inst, prompt, g, phase, sample)
+	return a.scriptedAgent.Play(ctx, inst, g, phase, s)
 }
 
 // An agent step's groups play at once (their turns are decoded together),
 // and are trained in the order their tasks were drawn.
 func TestAgentGroupsPlayAtOnce(t *testing.T) {
-	run := func(ag Agent) []string {
+	run := func(ag Rollouts) []string {
 		cfg := testConfig(t, "rollout.mode=agent", "agent.group_size=2", "grpo.prompts_per_step=3", "run.max_steps=1",
 			"grpo.dynamic_sampling=false")
-		tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(5), Agent: ag, DockerOK: true})
+		tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(5), Rollouts: ag, DockerOK: true})
 		evs := drain(tr)
 		if err := tr.Run(context.Background()); err != nil {
 			t.Fatal(err)
@@ -260,7 +278,7 @@ func TestUnfinishedShownAsTrained(t *testing.T) {
 			cfg := testConfig(t, "rollout.mode=agent", "agent.unfinished="+tt.unfinished, "agent.group_size=2",
 				"grpo.prompts_per_step=1", "run.max_steps=1", "grpo.dynamic_sampling=false")
 			ag := &scriptedAgent{ends: []event.End{"submitted", "turn_limit"}, rewards: []float64{1, 1}}
-			tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Agent: ag, DockerOK: true})
+			tr := New(cfg, Deps{Policy: &recordingPolicy{}, Tokenizer: digitTokenizer{}, Tasks: fakeTasks(3), Rollouts: ag, DockerOK: true})
 			evs := drain(tr)
 			if err := tr.Run(context.Background()); err != nil {
 				t.Fatal(err)

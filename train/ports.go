@@ -4,27 +4,20 @@ import (
 	"context"
 
 	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/task"
 )
 
 // The trainer's view of the other packages: small interfaces, so the loop is
 // tested with fakes and wired to the real model, reward engine and sandbox in
-// package cli.
+// package app.
 
-// SampleOptions controls one group's sampling.
-type SampleOptions struct {
-	Temperature  float64
-	TopP         float64
-	MaxNewTokens int
-}
+// SampleOptions controls one group's sampling (rollout's).
+type SampleOptions = rollout.SampleOptions
 
-// Sample is one sampled completion: its tokens, the behaviour policy's
-// logprob of each, and whether max_new_tokens cut it.
-type Sample struct {
-	Tokens    []int
-	Logprobs  []float64
-	Truncated bool
-}
+// Sample is one sampled completion (rollout's): its tokens, the behaviour
+// policy's logprob of each, and whether max_new_tokens cut it.
+type Sample = rollout.Sample
 
 // Sequence is a prompt and a completion, packed from position 0; the loss
 // covers the completion tokens.
@@ -114,31 +107,17 @@ type Scorer interface {
 	Score(ctx context.Context, inst *task.Instance, completions []string, phase string) ([]event.Verdict, error)
 }
 
-// TurnSampler draws one reply of an agent's trajectory from its context
-// with the trainer's weights (the snapshot's in async mode).
-type TurnSampler func(ctx context.Context, context []int, maxNew int) (Sample, error)
-
-// Rollout is one agent-mode trajectory as the trainer trains on it.
-type Rollout struct {
-	// Tokens are the prompt's, then each reply's as sampled and each
-	// observation's as tokenized; Sampled marks the replies' (the loss
-	// tokens), Logprobs their behaviour logprobs (0 elsewhere).
-	Tokens    []int
-	Sampled   []bool
-	Logprobs  []float64
-	PromptLen int
-	Finished  bool // the agent submitted
-	// Agent is the trajectory turn by turn (its end, each command and what
-	// came back): rollouts.jsonl and the console keep it as data, and the
-	// step's agent/* metrics count its ends and turns.
-	Agent *event.Trajectory
-	// Verdict grades its diff, in a fresh sandbox.
-	Verdict event.Verdict
-}
-
-// Agent plays g trajectories of a task from prompt in its sandbox (agent
-// mode), each turn sampled with sample, and grades each one's diff in
-// phase. Package app's is agent.Episode over the sandbox pool's sessions.
-type Agent interface {
-	Rollouts(ctx context.Context, inst *task.Instance, prompt []int, g int, phase string, sample TurnSampler) ([]Rollout, error)
+// Rollouts plays a task's group: single-shot replies or agent
+// trajectories (package rollout's peers, Single and Agent, which app picks
+// once from rollout.mode). Nil in Deps: Single over Deps' Prompter and
+// Scorer.
+type Rollouts interface {
+	// Play draws the group's g rollouts with the trainer's Sampler and,
+	// where grading is part of play (a trajectory), grades them.
+	Play(ctx context.Context, inst *task.Instance, g int, phase string, s rollout.Sampler) (*rollout.Group, error)
+	// Grade grades what Play left ungraded (replies: apart, so that a
+	// step's containers overlap).
+	Grade(ctx context.Context, inst *task.Instance, gr *rollout.Group, phase string) error
+	// Together says whether a step's groups play at once.
+	Together() bool
 }

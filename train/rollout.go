@@ -3,7 +3,6 @@ package train
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,7 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/swetui/swetui/event"
-	"github.com/swetui/swetui/prompt"
+	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/task"
 )
 
@@ -39,19 +38,32 @@ type group struct {
 	version  int    // weight version that sampled it
 	phase    string // phase it was scored in
 	prompt   []int
+	played   *rollout.Group // as the Rollouts played it
 	samples  []Sample
 	texts    []string
 	verdicts []event.Verdict
 	adv      []float64
 	ok       bool
-	// Agent mode: each sample is a trajectory's tokens after the prompt,
-	// masks say which the policy sampled; verdicts come with them.
-	agent    bool
-	masks    [][]bool
-	finished []bool
-	trajs    []*event.Trajectory // each completion's turns
+	// Trajectories: which tokens the policy sampled (nil: all, a reply),
+	// which did not submit (nil: none) and each one's turns (nil: a reply).
+	masks       [][]bool
+	unsubmitted []bool
+	trajs       []*event.Trajectory
 
 	sampleTime, rewardTime time.Duration
+}
+
+// unfinished reports whether completion i is a trajectory that did not
+// submit.
+func (gr *group) unfinished(i int) bool { return gr.unsubmitted != nil && gr.unsubmitted[i] }
+
+// mask is completion i's loss-token mask; nil when every token is (a
+// reply).
+func (gr *group) mask(i int) []bool {
+	if gr.masks == nil {
+		return nil
+	}
+	return gr.masks[i]
 }
 
 type timing struct{ sample, reward time.Duration }
@@ -63,60 +75,54 @@ type source interface {
 	close()
 }
 
-func (t *Trainer) sampleOptions() SampleOptions {
-	return SampleOptions{Temperature: t.cfg.Sample.Temperature, TopP: t.cfg.Sample.TopP, MaxNewTokens: t.cfg.Sample.MaxNewTokens}
-}
-
-// sampleGroup renders the task's prompt and draws the phase's G
-// completions.
+// sampleGroup plays the phase's G rollouts of the task (Deps.Rollouts).
 func (t *Trainer) sampleGroup(ctx context.Context, inst *task.Instance, cur cursor, phase string) (*group, error) {
-	if t.agentMode() {
-		return t.agentGroup(ctx, inst, cur, phase)
-	}
-	begin := time.Now()
-	opts := t.sampleOptions()
-	ids, err := prompt.Tokens(ctx, t.d.Prompter, t.d.Tokenizer, inst, t.cfg.Model.Context, opts.MaxNewTokens)
+	p, err := t.d.Rollouts.Play(ctx, inst, t.cfg.GRPO.GroupSizeIn(phase), phase, sampler{t})
 	if err != nil {
 		return nil, err
 	}
-	samples, version, err := t.sample(ctx, ids, t.cfg.GRPO.GroupSizeIn(phase), opts)
-	if err != nil {
-		return nil, fmt.Errorf("sample %s: %w", inst.InstanceID, err)
+	gr := &group{inst: inst, cursor: cur, version: p.Version, prompt: p.Prompt, played: p, sampleTime: p.SampleTime}
+	for i, r := range p.Rollouts {
+		gr.samples = append(gr.samples, r.Sample)
+		gr.texts = append(gr.texts, r.Text)
+		gr.trajs = append(gr.trajs, r.Agent)
+		if r.Mask != nil && gr.masks == nil {
+			gr.masks = make([][]bool, len(p.Rollouts))
+		}
+		if gr.masks != nil {
+			gr.masks[i] = r.Mask
+		}
+		if !r.Finished && gr.unsubmitted == nil {
+			gr.unsubmitted = make([]bool, len(p.Rollouts))
+		}
+		if gr.unsubmitted != nil {
+			gr.unsubmitted[i] = !r.Finished
+		}
 	}
-	gr := &group{inst: inst, cursor: cur, version: version, prompt: ids, samples: samples}
-	for _, s := range samples {
-		gr.texts = append(gr.texts, t.d.Chat.CompletionText(t.d.Tokenizer, s.Tokens))
+	if p.Graded {
+		t.graded(gr, phase)
 	}
-	gr.sampleTime = time.Since(begin)
 	return gr, nil
 }
 
-// sample draws a group's completions and says which weight version drew
-// them. The async loop samples from a snapshot, concurrently with training;
-// otherwise sampling waits for the update in flight.
-func (t *Trainer) sample(ctx context.Context, prompt []int, g int, opts SampleOptions) ([]Sample, int, error) {
-	if ss, ok := t.d.Policy.(SnapshotSampler); ok && t.cfg.GRPO.Async.Enabled {
-		return ss.SampleSnapshot(ctx, prompt, g, opts)
+// graded takes the verdicts of gr's played rollouts.
+func (t *Trainer) graded(gr *group, phase string) {
+	gr.verdicts = make([]event.Verdict, len(gr.played.Rollouts))
+	for i, r := range gr.played.Rollouts {
+		gr.verdicts[i] = r.Verdict
 	}
-	t.model.Lock()
-	defer t.model.Unlock()
-	samples, err := t.d.Policy.Sample(ctx, prompt, g, opts)
-	return samples, t.d.Policy.Version(), err
+	gr.phase, gr.rewardTime = phase, gr.played.RewardTime
 }
 
+// scoreGroup grades what play left ungraded.
 func (t *Trainer) scoreGroup(ctx context.Context, gr *group, phase string) error {
-	if gr.agent {
+	if gr.played.Graded {
 		return nil // graded as they were played
 	}
-	begin := time.Now()
-	verdicts, err := t.d.Scorer.Score(ctx, gr.inst, gr.texts, phase)
-	if err != nil {
-		return fmt.Errorf("score %s: %w", gr.inst.InstanceID, err)
+	if err := t.d.Rollouts.Grade(ctx, gr.inst, gr.played, phase); err != nil {
+		return err
 	}
-	if len(verdicts) != len(gr.texts) {
-		return fmt.Errorf("score %s: %d verdicts for %d completions", gr.inst.InstanceID, len(verdicts), len(gr.texts))
-	}
-	gr.verdicts, gr.phase, gr.rewardTime = verdicts, phase, time.Since(begin)
+	t.graded(gr, phase)
 	return nil
 }
 
@@ -164,13 +170,12 @@ func (s *syncSource) next(ctx context.Context, step int, phase string) ([]*group
 	return groups, tm, nil
 }
 
-// sampleGroups samples a group of each task, in order. An agent's groups
-// play at once: their trajectories' turns are decoded together and their
-// commands overlap. Single-shot groups are drawn one after another, each
-// one batched decode, so that a seed draws the same completions.
+// sampleGroups samples a group of each task, in order; groups of a
+// Rollouts that plays them together (trajectories: their turns decoded
+// together, their commands overlapping) play at once.
 func (t *Trainer) sampleGroups(ctx context.Context, insts []*task.Instance, curs []cursor, phase string) ([]*group, error) {
 	groups := make([]*group, len(insts))
-	if !t.agentMode() {
+	if !t.d.Rollouts.Together() {
 		for i, inst := range insts {
 			gr, err := t.sampleGroup(ctx, inst, curs[i], phase)
 			if err != nil {

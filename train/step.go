@@ -94,16 +94,14 @@ func (t *Trainer) recordCompletions(step int, groups []*group) error {
 				Verdict: gr.verdicts[i], Advantage: gr.adv[i], Tokens: len(gr.samples[i].Tokens),
 				Truncated: gr.samples[i].Truncated, Version: gr.version, IssueText: gr.inst.ProblemStatement,
 				TokenLogprobs: event.PackTokens(gr.samples[i].Tokens, gr.samples[i].Logprobs), PromptHash: prompt}
-			if gr.agent {
-				ev.Agent = gr.trajs[i]
-				// What the advantage saw, where the trainer's rule replaced
-				// the graded reward (shapedRewards): the console and
-				// rollouts.jsonl show what was trained on.
-				if t.zeroed(gr, i) && !gr.verdicts[i].Infra {
-					ev.Trained = new(float64)
-				}
-				ev.Masked = !t.trainable(gr, i) && !gr.verdicts[i].Infra
+			ev.Agent = gr.trajs[i]
+			// What the advantage saw, where the trainer's rule replaced
+			// the graded reward (shapedRewards): the console and
+			// rollouts.jsonl show what was trained on.
+			if t.zeroed(gr, i) && !gr.verdicts[i].Infra {
+				ev.Trained = new(float64)
 			}
+			ev.Masked = !t.trainable(gr, i) && !gr.verdicts[i].Infra
 			if log := ev.Verdict.Log; log != "" {
 				// Kept on disk; the console and rollouts.jsonl carry its path.
 				ev.Verdict.Log = ""
@@ -183,7 +181,7 @@ func (t *Trainer) shapedRewards(gr *group) (rewards []float64, valid []bool, ove
 	rewards, valid, overlong = make([]float64, n), make([]bool, n), make([]float64, n)
 	for i, v := range gr.verdicts {
 		s := gr.samples[i]
-		if !gr.agent { // a trajectory's length is its turns', not one reply's
+		if gr.mask(i) == nil { // a trajectory's length is its turns', not one reply's
 			overlong[i] = g.OverlongPenalty * SoftOverlongPunishment(len(s.Tokens), s.Truncated, t.cfg.Sample.MaxNewTokens, g.OverlongBuffer)
 		}
 		rewards[i], valid[i] = v.Reward+overlong[i], t.trainable(gr, i)
@@ -197,7 +195,7 @@ func (t *Trainer) shapedRewards(gr *group) (rewards []float64, valid []bool, ove
 // zeroed reports whether completion i of gr trains on reward 0 whatever it
 // was graded: an unfinished agent trajectory under agent.unfinished = zero.
 func (t *Trainer) zeroed(gr *group, i int) bool {
-	return gr.agent && !gr.finished[i] && t.cfg.Agent.Unfinished == config.UnfinishedZero
+	return gr.unfinished(i) && t.cfg.Agent.Unfinished == config.UnfinishedZero
 }
 
 // lossInputs packs the trainable completions: groups with reward variance,
@@ -210,14 +208,11 @@ func (t *Trainer) lossInputs(groups []*group) ([]Sequence, []SeqInput) {
 			continue
 		}
 		for i, s := range gr.samples {
-			if !t.trainable(gr, i) || len(s.Tokens) == 0 || (!gr.agent && t.cfg.GRPO.MaskTruncated && s.Truncated) {
+			if !t.trainable(gr, i) || len(s.Tokens) == 0 || (gr.mask(i) == nil && t.cfg.GRPO.MaskTruncated && s.Truncated) {
 				continue
 			}
 			seqs = append(seqs, Sequence{Prompt: gr.prompt, Completion: s.Tokens})
-			in := SeqInput{Advantage: gr.adv[i], Behaviour: s.Logprobs}
-			if gr.agent {
-				in.Mask = gr.masks[i]
-			}
+			in := SeqInput{Advantage: gr.adv[i], Behaviour: s.Logprobs, Mask: gr.mask(i)}
 			inputs = append(inputs, in)
 		}
 	}

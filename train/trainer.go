@@ -14,6 +14,7 @@ import (
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/prompt"
+	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/task"
 )
 
@@ -36,9 +37,10 @@ type Deps struct {
 	// Warmup, when set, runs before GRPO on a run that did not resume from a
 	// GRPO checkpoint: the SFT warm start, as a stage of the run.
 	Warmup Warmup
-	// Agent plays and grades the trajectories of agent mode
-	// (rollout.mode = "agent"); the Scorer is then not used.
-	Agent Agent
+	// Rollouts plays each task's group (rollout.Agent in agent mode, which
+	// grades its own: the Scorer is then not used); nil: rollout.Single
+	// over the Prompter and the Scorer.
+	Rollouts Rollouts
 	// DockerOK says whether the docker phase can run.
 	DockerOK bool
 	// Info fills the RunInfo event's fields of the same names.
@@ -95,6 +97,10 @@ const EventBuffer = 4096
 func New(cfg config.Config, d Deps) *Trainer {
 	if d.Events == nil {
 		d.Events = event.Discard
+	}
+	if d.Rollouts == nil {
+		d.Rollouts = &rollout.Single{Prompter: d.Prompter, Tok: d.Tokenizer, Chat: d.Chat, Scorer: d.Scorer, Context: cfg.Model.Context,
+			Opts: SampleOptions{Temperature: cfg.Sample.Temperature, TopP: cfg.Sample.TopP, MaxNewTokens: cfg.Sample.MaxNewTokens}}
 	}
 	t := &Trainer{cfg: cfg, d: d, ctrl: make(chan func(), 64)}
 	t.st.Curriculum = *NewCurriculum(cfg.Curriculum, d.DockerOK)

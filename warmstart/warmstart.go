@@ -39,7 +39,7 @@ const (
 
 // dirOf is the folder of the warm start a recipe makes.
 func dirOf(r Recipe) string {
-	if r.Mode == config.RolloutAgent {
+	if r.Agent != nil { // agent mode's recipe
 		return agentDir
 	}
 	return singleDir
