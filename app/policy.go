@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model"
@@ -306,4 +307,26 @@ func (ws *Workspace) dataParallelPolicy(ctx context.Context, pol *policy.Model, 
 	}
 	dp.Ref = &policy.DeviceReference{R: r}
 	return dp, func() { r.Engine.Close(); closeAll() }, nil
+}
+
+// DeviceName names the device model.device opens, as `swetui version`
+// shows it: "cpu", the GPU (an emulated one says so), or every GPU of a
+// data-parallel run. The devices are opened and closed again.
+func DeviceName(ctx context.Context, cfg config.Config) (string, error) {
+	if cfg.Model.Device == "cpu" {
+		return "cpu", nil
+	}
+	devs, err := cuda.OpenGPUs(ctx, cfg.Model.Device, cfg.Model.CUDALibs)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, d := range devs {
+		names = append(names, d.Info().String())
+		d.Close()
+	}
+	if len(names) > 1 {
+		return fmt.Sprintf("%d GPUs, data-parallel: %s", len(names), strings.Join(names, "; ")), nil
+	}
+	return strings.Join(names, "; "), nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
@@ -98,4 +100,40 @@ func (ws *Workspace) ExportWarmStart(ctx context.Context, res train.SFTResult, c
 		p.HeldoutLoss = res.Heldout[n-1].NLL
 	}
 	return warmstart.Export(ws.SFTDir(), dst, p)
+}
+
+// OpenSFT opens what `swetui sft` trains: the training split's workspace,
+// the model (with LoRA where configured) and its policy on model.device,
+// with sft.lr and sft.steps. The caller closes the policy.
+func OpenSFT(ctx context.Context, cfg config.Config) (*Workspace, *model.Model, *Opened, error) {
+	ws, err := Open(ctx, cfg, task.SplitTrain)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := ws.NewModel()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pol, err := ws.NewPolicy(m, cfg.SFT.LR, cfg.SFT.Steps)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := ws.WithLoRA(pol); err != nil {
+		return nil, nil, nil, err
+	}
+	on, err := ws.OpenPolicy(ctx, pol, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ws, m, on, nil
+}
+
+// GitCommit is the checkout's commit, marked dirty when it has changes;
+// "" outside a git checkout: the code a warm start is built from.
+func GitCommit(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }

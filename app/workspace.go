@@ -298,3 +298,51 @@ func loadTasks(ctx context.Context, cfg config.Config) (*Workspace, error) {
 	}
 	return ws, nil
 }
+
+// ErrNoInstance is FindInstance's error for an id the dataset lacks.
+var ErrNoInstance = errors.New("no such instance")
+
+// FindInstance finds id in the dataset, whatever its split and
+// data.include or data.exclude say, with its repository on this host.
+func (ws *Workspace) FindInstance(ctx context.Context, id string) (*task.Instance, error) {
+	for _, in := range ws.Tasks {
+		if in.InstanceID == id {
+			return in, nil
+		}
+	}
+	c := ws.Cfg
+	c.Data.Split, c.Data.Include, c.Data.Exclude, c.Data.TrainLimit = task.SplitAll, nil, nil, 0
+	all, err := task.Load(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", c.Data.Source, err)
+	}
+	for i := range all {
+		if in := &all[i]; in.InstanceID == id {
+			if c.Data.Source != task.MiniSource {
+				ws.FindRepos([]*task.Instance{in})
+			}
+			return in, nil
+		}
+	}
+	return nil, fmt.Errorf("instance %q is not in %s (%d instances): %w", id, c.Data.Source, len(all), ErrNoInstance)
+}
+
+// WithoutRunFolder is cfg for a command that reads a run's setting but
+// runs none (`swetui prompt`): where run.out_dir holds no tokenizer, the
+// one a run would train or take from the shipped warm start is made in a
+// temporary folder that done removes, not left in run.out_dir.
+func WithoutRunFolder(cfg config.Config) (_ config.Config, done func(), err error) {
+	done = func() {}
+	if cfg.Model.Tokenizer != "" {
+		return cfg, done, nil
+	}
+	if _, err := os.Stat(history.RunDir(cfg.Run.OutDir).Tokenizer()); !errors.Is(err, os.ErrNotExist) {
+		return cfg, done, nil
+	}
+	tmp, err := os.MkdirTemp("", "swetui-prompt-")
+	if err != nil {
+		return cfg, done, err
+	}
+	cfg.Run.OutDir = tmp
+	return cfg, func() { os.RemoveAll(tmp) }, nil
+}

@@ -100,7 +100,7 @@ func TestHFModelFolderChatFormat(t *testing.T) {
 		if !ws.Chat.Templated() {
 			t.Fatalf("%s: chat format %s, want the folder's template", tt.fixture, ws.Chat.Name())
 		}
-		inst, err := findInstance(context.Background(), ws, id)
+		inst, err := ws.FindInstance(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

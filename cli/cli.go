@@ -13,9 +13,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model"
-	"github.com/swetui/swetui/model/cuda"
 	// k8s:// hosts in sandbox.hosts: evaluations as Pods.
 	_ "github.com/swetui/swetui/sandbox/kube"
 )
@@ -246,21 +246,9 @@ func configRun(ctx context.Context, env Env, cfg config.Config) error {
 // versionRun prints the version, the build's GEMM library and the device
 // model.device names (opened, so a GPU shows its name and memory).
 func versionRun(ctx context.Context, env Env, cfg config.Config) error {
-	device := "cpu"
-	if cfg.Model.Device != "cpu" {
-		devs, err := cuda.OpenGPUs(ctx, cfg.Model.Device, cfg.Model.CUDALibs)
-		if err != nil {
-			return err
-		}
-		var names []string
-		for _, d := range devs {
-			names = append(names, d.Info().String())
-			d.Close()
-		}
-		device = strings.Join(names, "; ")
-		if len(names) > 1 {
-			device = fmt.Sprintf("%d GPUs, data-parallel: %s", len(names), device)
-		}
+	device, err := app.DeviceName(ctx, cfg)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(env.Stdout, "swetui %s\n", Version)
 	fmt.Fprintf(env.Stdout, "build %s, device %s\n", model.BLASName(), device)

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/mine"
 	"github.com/swetui/swetui/reward"
-	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
 )
 
@@ -77,13 +77,6 @@ func newMineOptions(env Env, args []string) (mineOptions, error) {
 	return o, nil
 }
 
-// mineImage is the image the verification runs in: every candidate's base
-// commit, built as `swetui prepare` builds a repository's image, under its
-// own name so that it leaves the dataset's image alone.
-func mineImage(repo string) string {
-	return strings.Replace(task.RepoImageName(repo), "swetui-repo/", "swetui-mine/", 1)
-}
-
 // mineRun implements `swetui mine`: scan the history for commits that
 // change tests and source, build an image of their parents, run each
 // candidate's test files before and after its fix in the Docker pool, and
@@ -122,39 +115,20 @@ func mineRun(ctx context.Context, env Env, o mineOptions) error {
 	}
 
 	cfg := o.Config
-	d, err := sandbox.Connect(ctx, sandbox.ParseHosts(cfg.Sandbox.Hosts).FirstDocker())
-	if err != nil {
-		return fmt.Errorf("mine: %w", err)
-	}
-	defer d.Close()
-	base := cfg.Prepare.BaseImage
-	if base == "" {
-		base = sandbox.BaseImage
-	}
-	img := sandbox.RepoImage{Name: mineImage(o.Name), Base: base, Source: o.Repo, Network: cfg.Prepare.Network}
+	var commits []string
 	for _, r := range recs {
-		img.Commits = append(img.Commits, r.BaseCommit)
+		commits = append(commits, r.BaseCommit)
 	}
-	if err := prepareHost(ctx, env, d, []sandbox.ImageSource{img.ImageSource(ctx)}, nil); err != nil {
-		return fmt.Errorf("mine: %w", err)
-	}
-	opts := sandbox.FromConfig(cfg, "")
-	opts.Hosts = []string{sandbox.ParseHosts(cfg.Sandbox.Hosts).FirstDocker()}
-	opts.Events = &messagePrinter{w: env.Stderr, start: time.Now()}
-	pool, err := sandbox.NewPool(ctx, opts)
+	pool, image, err := app.OpenMinePool(ctx, cfg, o.Name, o.Repo, commits, prepareHooks(env), &messagePrinter{w: env.Stderr, start: time.Now()})
 	if err != nil {
-		return fmt.Errorf("mine: %w", err)
+		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_ = pool.Close(cctx)
-	}()
+	defer app.ClosePool(ctx, pool)
 	ev := &reward.PoolEvaluator{Pool: pool, Timeout: o.EvalTimeout}
 
 	// Candidates are verified a batch of sandbox.workers at a time, newest
 	// first; the kept ones are the first --max in that order.
-	kept, err := mine.VerifyAll(ctx, ev, recs, img.Name, cfg.Sandbox.Workers, o.Max, func(i int, r mine.Record, out mine.Outcome, keep bool) {
+	kept, err := mine.VerifyAll(ctx, ev, recs, image, cfg.Sandbox.Workers, o.Max, func(i int, r mine.Record, out mine.Outcome, keep bool) {
 		sum.Verified++
 		line := fmt.Sprintf("[%d/%d] %s %s (%d eval(s), %.1fs): ", i+1, len(recs), r.InstanceID, subject(r.ProblemStatement),
 			out.Evals, out.Duration.Seconds())

@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/swetui/swetui/app"
 )
 
 // TestMineDryRun checks `swetui mine`'s flags and its dry run, which lists
@@ -51,5 +57,30 @@ func TestMineDryRun(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", tt.stderr, stderr)
 			}
 		})
+	}
+}
+
+// `swetui mine` verifies a candidate in Docker for real: the mining image
+// built from the repository's history, the tests run before and after the
+// fix, the instance kept with its FAIL_TO_PASS test and written.
+func TestMineVerifies(t *testing.T) {
+	d := serveDocker(t)
+	root := t.TempDir()
+	repo := filepath.Join(root, "acme__calc")
+	gitRun(t, root, "init", "-q", "-b", "main", repo)
+	commitAll(t, repo, map[string]string{"calc.py": "def add(a, b):\n    return a - b\n", "tests/test_calc.py": "import calc\n\n\ndef test_zero():\n    assert calc.add(0, 0) == 0\n"}, "initial")
+	commitAll(t, repo, map[string]string{"calc.py": "def add(a, b):\n    return a + b\n",
+		"tests/test_calc.py": "import calc\n\n\ndef test_zero():\n    assert calc.add(0, 0) == 0\n\n\ndef test_add():\n    assert calc.add(1, 2) == 3\n"}, "fix add")
+	t.Cleanup(func() {
+		_, _ = d.ImageRemove(context.Background(), app.MineImage("acme/calc"), image.RemoveOptions{Force: true, PruneChildren: true})
+	})
+	out := filepath.Join(root, "mined.jsonl")
+	code, stdout, stderr := runCLI(t, "mine", "--repo", repo, "--out", out)
+	if code != ExitOK || !strings.Contains(stdout, "kept 1") {
+		t.Fatalf("mine: exit %d\n%s%s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(b), `"FAIL_TO_PASS"`) || !strings.Contains(string(b), "tests/test_calc.py::test_add") {
+		t.Errorf("the mined dataset (%v):\n%s", err, b)
 	}
 }

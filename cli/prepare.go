@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -72,69 +72,35 @@ func prepareRun(ctx context.Context, env Env, o prepareOptions) error {
 		}
 		sources = append(sources, im.Src)
 	}
-	// Kubernetes hosts have no daemon to build on: the images are made on
-	// the Docker hosts (the local one if there are none) and pushed to the
-	// registry the Pods pull from.
-	parsed := sandbox.ParseHosts(cfg.Sandbox.Hosts)
-	hosts, kubeHosts := parsed.DockerOrLocal(), parsed.Other
-	var peers []sandbox.Docker
-	defer func() {
-		for _, p := range peers {
-			p.Close()
-		}
-	}()
-	for _, ep := range hosts {
-		d, err := sandbox.Connect(ctx, ep)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := prepareHost(ctx, env, d, sources, peers); err != nil {
-			errs = append(errs, err)
-		}
-		peers = append(peers, d)
-	}
-	if len(kubeHosts) > 0 && len(peers) > 0 {
-		if err := pushForKube(ctx, env, cfg, peers[0], sources, kubeHosts); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, app.PrepareHosts(ctx, cfg, sources, prepareHooks(env)))...)
 }
 
-// pushForKube pushes every image of sources from d to the registry the
-// Kubernetes hosts' Pods pull from (sandbox.kubernetes.registry, else
-// prepare.registry), under the name the Pods ask for. Without a registry
-// only images the cluster can pull itself (not built here) are fine.
-func pushForKube(ctx context.Context, env Env, cfg config.Config, d sandbox.Docker, sources []sandbox.ImageSource, kubeHosts []string) error {
-	registry := sandbox.FromConfig(cfg, "").Kubernetes.Registry
-	if registry == "" {
-		for _, s := range sources {
-			if s.Context != nil {
-				return fmt.Errorf("prepare: %s builds %s here, and the Pods of %s can pull it only from a registry: set prepare.registry (or sandbox.kubernetes.registry)",
-					d.DaemonHost(), s.Name, strings.Join(kubeHosts, ", "))
-			}
-		}
-		fmt.Fprintf(env.Stderr, "no registry set: the Pods of %s pull the images by their own names\n", strings.Join(kubeHosts, ", "))
-		return nil
-	}
-	fmt.Fprintf(env.Stderr, "pushing %d image(s) to %s for %s\n", len(sources), registry, strings.Join(kubeHosts, ", "))
+// prepareHooks print what app.PrepareHosts does: what starts and the
+// progress on stderr, each host's images and the pushes on stdout.
+func prepareHooks(env Env) app.PrepareHooks {
 	pr := &progressPrinter{w: env.Stderr, tty: env.IsTerminal}
-	start := time.Now()
-	var errs []error
-	n := 0
-	for _, s := range sources {
-		ref := sandbox.RegistryRef(registry, sandbox.RemoteImage(s.Name))
-		if err := sandbox.Push(ctx, d, s.Name, ref, pr.update); err != nil {
-			errs = append(errs, fmt.Errorf("prepare: push %s to %s for %s: %w", s.Name, ref, strings.Join(kubeHosts, ", "), err))
-			continue
-		}
-		n++
+	return app.PrepareHooks{Log: env.Stderr, Progress: pr.update, Finish: pr.clear,
+		Host: func(h app.HostPrepared) {
+			disk := "unknown"
+			if h.Disk >= 0 {
+				disk = humanBytes(h.Disk)
+			}
+			rep := h.Report
+			fmt.Fprintf(env.Stdout, "%s: %d present, %d built, %d pulled, %d streamed, %d pushed in %s; image layers on the host: %s\n", h.Host,
+				len(rep.Present), len(rep.Built), len(rep.Pulled), len(rep.Streamed), len(rep.Pushed), h.Took.Round(time.Millisecond), disk)
+			names := slices.Sorted(maps.Keys(rep.Sizes))
+			for i, n := range names {
+				if i == 20 {
+					fmt.Fprintf(env.Stdout, "  ... and %d more\n", len(names)-20)
+					break
+				}
+				fmt.Fprintf(env.Stdout, "  %-60s %9s\n", n, humanBytes(rep.Sizes[n]))
+			}
+		},
+		Pushed: func(registry string, n int, kubeHosts []string, took time.Duration) {
+			fmt.Fprintf(env.Stdout, "%s: %d image(s) pushed for %s in %s\n", registry, n, strings.Join(kubeHosts, ", "), took.Round(time.Millisecond))
+		},
 	}
-	pr.finish()
-	fmt.Fprintf(env.Stdout, "%s: %d image(s) pushed for %s in %s\n", registry, n, strings.Join(kubeHosts, ", "),
-		time.Since(start).Round(time.Millisecond))
-	return errors.Join(errs...)
 }
 
 // printPlan is the dry run: each image and how it would be had, then what
@@ -207,43 +173,6 @@ func nonEmptyLines(s string) []string {
 	return out
 }
 
-// prepareHost makes sources present on one host and reports; peers are
-// the hosts prepared before it.
-func prepareHost(ctx context.Context, env Env, d sandbox.Docker, sources []sandbox.ImageSource, peers []sandbox.Docker) error {
-	where := d.DaemonHost()
-	if err := app.EnsureBase(ctx, env.Stderr, d, sources, peers); err != nil {
-		return fmt.Errorf("prepare on %s: %w", where, err)
-	}
-	fmt.Fprintf(env.Stderr, "preparing %d image(s) on %s\n", len(sources), where)
-	pr := &progressPrinter{w: env.Stderr, tty: env.IsTerminal}
-	start := time.Now()
-	rep, err := sandbox.PrepareWith(ctx, d, sources, sandbox.PrepareOptions{Progress: pr.update, Peers: peers})
-	pr.finish()
-	took := time.Since(start).Round(time.Millisecond)
-	disk := "unknown"
-	if n, derr := sandbox.DiskUse(ctx, d); derr == nil {
-		disk = humanBytes(n)
-	}
-	fmt.Fprintf(env.Stdout, "%s: %d present, %d built, %d pulled, %d streamed, %d pushed in %s; image layers on the host: %s\n", where,
-		len(rep.Present), len(rep.Built), len(rep.Pulled), len(rep.Streamed), len(rep.Pushed), took, disk)
-	names := make([]string, 0, len(rep.Sizes))
-	for n := range rep.Sizes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		if i == 20 {
-			fmt.Fprintf(env.Stdout, "  ... and %d more\n", len(names)-20)
-			break
-		}
-		fmt.Fprintf(env.Stdout, "  %-60s %9s\n", n, humanBytes(rep.Sizes[n]))
-	}
-	if err != nil {
-		return fmt.Errorf("prepare on %s: %w", where, err)
-	}
-	return nil
-}
-
 // progressPrinter shows build output and pull progress: on a terminal the
 // pull is one line redrawn as a bar; elsewhere a line per status change at
 // most every two seconds.
@@ -297,8 +226,6 @@ func (p *progressPrinter) clear() {
 		p.drawn = false
 	}
 }
-
-func (p *progressPrinter) finish() { p.clear() }
 
 func bar(cur, total int64, width int) string {
 	if total <= 0 {

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
-	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/prompt"
 	"github.com/swetui/swetui/task"
 )
@@ -53,25 +51,21 @@ type planner interface {
 // Face model.init_ckpt's own template), then what it holds.
 func promptRun(ctx context.Context, env Env, o promptOptions) error {
 	cfg := o.Config
-	if cfg.Model.Tokenizer == "" {
-		// The tokenizer a run would train or take from the shipped warm
-		// start, without leaving it in run.out_dir.
-		if _, err := os.Stat(history.RunDir(cfg.Run.OutDir).Tokenizer()); errors.Is(err, os.ErrNotExist) {
-			tmp, err := os.MkdirTemp("", "swetui-prompt-")
-			if err != nil {
-				return fmt.Errorf("prompt: %w", err)
-			}
-			defer os.RemoveAll(tmp)
-			cfg.Run.OutDir = tmp
-		}
+	cfg, done, err := app.WithoutRunFolder(cfg)
+	if err != nil {
+		return fmt.Errorf("prompt: %w", err)
 	}
+	defer done()
 	ws, err := app.Open(ctx, cfg, task.SplitTrain)
 	if err != nil {
 		return fmt.Errorf("prompt: %w", err)
 	}
-	inst, err := findInstance(ctx, ws, o.Instance)
+	inst, err := ws.FindInstance(ctx, o.Instance)
+	if errors.Is(err, app.ErrNoInstance) {
+		return UsageErrorf("prompt: %v", err)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("prompt: %w", err)
 	}
 	text, err := ws.Prompter.Prompt(ctx, inst)
 	if err != nil {
@@ -97,31 +91,6 @@ func promptRun(ctx context.Context, env Env, o promptOptions) error {
 	fmt.Fprintf(env.Stdout, "chat format: %s; a reply ends with %s; sampling stops at %s\n",
 		ws.Chat.Name(), ws.Chat.EndOfTurn(), strings.Join(ws.Chat.StopTexts(), ", "))
 	return nil
-}
-
-// findInstance finds id in the dataset, whatever its split and
-// data.include or data.exclude say, with its repository on this host.
-func findInstance(ctx context.Context, ws *app.Workspace, id string) (*task.Instance, error) {
-	for _, in := range ws.Tasks {
-		if in.InstanceID == id {
-			return in, nil
-		}
-	}
-	c := ws.Cfg
-	c.Data.Split, c.Data.Include, c.Data.Exclude, c.Data.TrainLimit = task.SplitAll, nil, nil, 0
-	all, err := task.Load(ctx, c)
-	if err != nil {
-		return nil, fmt.Errorf("prompt: dataset %s: %w", c.Data.Source, err)
-	}
-	for i := range all {
-		if in := &all[i]; in.InstanceID == id {
-			if c.Data.Source != task.MiniSource {
-				ws.FindRepos([]*task.Instance{in})
-			}
-			return in, nil
-		}
-	}
-	return nil, UsageErrorf("prompt: instance %q is not in %s (%d instances)", id, c.Data.Source, len(all))
 }
 
 // writePlan writes the summary under the prompt: tokens against the

@@ -27,7 +27,7 @@ func TestPromptCommandDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := findInstance(context.Background(), ws, "mini__juniper-0000")
+	inst, err := ws.FindInstance(context.Background(), "mini__juniper-0000")
 	if err != nil {
 		t.Fatal(err)
 	}

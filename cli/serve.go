@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/swetui/swetui/app"
@@ -27,15 +25,12 @@ type serveOptions struct {
 	listener net.Listener
 }
 
-// tokenEnv holds the bearer token when serve.token_file names no file.
-const tokenEnv = "SWETUI_SERVE_TOKEN"
-
 func newServeOptions(env Env, args []string) (serveOptions, error) {
 	fs := newFlags(env, "serve")
 	load := configFlag(fs, env)
 	addr := fs.String("addr", "", "listen address host:port (default serve.addr, 127.0.0.1:8765); one that is not loopback needs a token")
 	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
-	tokenFile := fs.String("token-file", "", "file holding the bearer token clients must send (default serve.token_file, else $"+tokenEnv+")")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token clients must send (default serve.token_file, else $"+serve.TokenEnv+")")
 	headless := fs.Bool("headless", false, "no console: one line per request on stdout")
 	cfg, _, err := parseAndLoad(fs, load, args)
 	if err != nil {
@@ -56,28 +51,14 @@ func newServeOptions(env Env, args []string) (serveOptions, error) {
 	return serveOptions{Config: cfg, Headless: *headless}, nil
 }
 
-// serveToken is the bearer token: serve.token_file's content, else
-// $SWETUI_SERVE_TOKEN, else none.
-func serveToken(c config.Serve) (string, error) {
-	if c.TokenFile == "" {
-		return strings.TrimSpace(os.Getenv(tokenEnv)), nil
-	}
-	b, err := os.ReadFile(c.TokenFile)
-	if err != nil {
-		return "", fmt.Errorf("serve: token: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", UsageErrorf("serve.token_file %s is empty", c.TokenFile)
-	}
-	return token, nil
-}
-
 // serveRun implements `swetui serve`: the reward engine over HTTP, with
 // the console's panes on a terminal or a line per request.
 func serveRun(ctx context.Context, env Env, o serveOptions) error {
 	cfg := o.Config
-	token, err := serveToken(cfg.Serve)
+	token, err := serve.Token(cfg.Serve)
+	if errors.Is(err, serve.ErrEmptyTokenFile) {
+		return UsageErrorf("%v", err)
+	}
 	if err != nil {
 		return err
 	}

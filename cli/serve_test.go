@@ -38,6 +38,7 @@ import (
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/sandbox"
+	"github.com/swetui/swetui/serve"
 	"github.com/swetui/swetui/serve/servetest"
 	"github.com/swetui/swetui/task"
 )
@@ -156,7 +157,7 @@ func TestServeRefusals(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(tokenEnv, "")
+	t.Setenv(serve.TokenEnv, "")
 	for _, tt := range []struct {
 		args []string
 		says string
@@ -166,7 +167,7 @@ func TestServeRefusals(t *testing.T) {
 		{[]string{"serve.addr=10.1.2.3:80"}, "bearer token is required"},
 		{[]string{"--addr", "8765"}, "want host:port"},
 		{[]string{"serve.addr=nowhere"}, "serve.addr"},
-		{[]string{"--token-file", empty}, "is empty"},
+		{[]string{"--token-file", empty}, "holds no token"},
 		{[]string{"serve.queue=-1"}, "serve.queue"},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"serve", "--headless"}, tt.args...)...)

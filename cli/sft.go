@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/swetui/swetui/app"
@@ -35,27 +33,12 @@ func newSFTOptions(env Env, args []string) (sftOptions, error) {
 // checkpoint GRPO starts from (sft.out, default <run.out_dir>/sft).
 func sftRun(ctx context.Context, env Env, o sftOptions) error {
 	cfg := o.Config
-	cfg.SFT.Shipped = false  // this command trains one
-	commit := gitCommit(ctx) // the code this run is built from, not what the tree holds when it ends
+	cfg.SFT.Shipped = false      // this command trains one
+	commit := app.GitCommit(ctx) // the code this run is built from, not what the tree holds when it ends
 	if err := os.MkdirAll(cfg.Run.OutDir, 0o755); err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
-	ws, err := app.Open(ctx, cfg, "train")
-	if err != nil {
-		return fmt.Errorf("sft: %w", err)
-	}
-	m, err := ws.NewModel()
-	if err != nil {
-		return fmt.Errorf("sft: %w", err)
-	}
-	pol, err := ws.NewPolicy(m, cfg.SFT.LR, cfg.SFT.Steps)
-	if err != nil {
-		return fmt.Errorf("sft: %w", err)
-	}
-	if err := ws.WithLoRA(pol); err != nil {
-		return fmt.Errorf("sft: %w", err)
-	}
-	on, err := ws.OpenPolicy(ctx, pol, nil)
+	ws, m, on, err := app.OpenSFT(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("sft: %w", err)
 	}
@@ -102,16 +85,6 @@ func sftRun(ctx context.Context, env Env, o sftOptions) error {
 		fmt.Fprintf(env.Stdout, "shipped warm start: %s\n", o.Export)
 	}
 	return nil
-}
-
-// gitCommit is the checkout's commit, marked dirty when it has changes; ""
-// outside a git checkout.
-func gitCommit(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--abbrev=12").Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // sftProgressLine is one warm-start step as a log line: the step, its

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,29 @@ type Options struct {
 	// none. Sessions bounds them.
 	OpenSession SessionOpener
 	Sessions    SessionLimits
+}
+
+// TokenEnv holds the bearer token when serve.token_file names no file.
+const TokenEnv = "SWETUI_SERVE_TOKEN"
+
+// ErrEmptyTokenFile refuses a serve.token_file that holds no token.
+var ErrEmptyTokenFile = errors.New("serve.token_file holds no token")
+
+// Token is the bearer token clients must send: serve.token_file's
+// content, else $SWETUI_SERVE_TOKEN, else none.
+func Token(c config.Serve) (string, error) {
+	if c.TokenFile == "" {
+		return strings.TrimSpace(os.Getenv(TokenEnv)), nil
+	}
+	b, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("serve: token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%s: %w", c.TokenFile, ErrEmptyTokenFile)
+	}
+	return token, nil
 }
 
 // FromConfig fills Options' limits from [serve]; workers is
