@@ -21,15 +21,16 @@ import (
 
 // Player is rollout.mode's peer, picked here once for a run and for an
 // eval: replies (rollout.Single) or trajectories, each in its own session
-// of the opener that open gives (rollout.Agent, turns replies at most;
-// open is called in agent mode only), drawn with opts; graded by scorer
-// (nil: not graded, as eval's, which scores its predictions afterwards).
-func (ws *Workspace) Player(open func() (agent.Opener, error), scorer *reward.Scorer, opts rollout.SampleOptions, turns int) (rollout.Player, error) {
+// of agent.executor's opener (rollout.Agent, turns replies at most; pool
+// is called in agent mode only, for the executor that runs in the reward
+// pool), drawn with opts; graded by scorer (nil: not graded, as eval's,
+// which scores its predictions afterwards).
+func (ws *Workspace) Player(pool func() (*sandbox.Pool, error), scorer *reward.Scorer, opts rollout.SampleOptions, turns int) (rollout.Player, error) {
 	c := ws.Cfg
 	if c.Rollout.Mode == config.RolloutAgent {
-		o, err := open()
+		o, err := ws.executor(pool)
 		if err != nil {
-			return nil, fmt.Errorf("rollout.mode=agent needs a sandbox host for its sessions: %w", err)
+			return nil, err
 		}
 		return ws.agentPlayer(o, scorer, opts, turns), nil
 	}
@@ -38,6 +39,23 @@ func (ws *Workspace) Player(open func() (agent.Opener, error), scorer *reward.Sc
 		p.Scorer = scorer
 	}
 	return p, nil
+}
+
+// executor is agent.executor's opener of a trajectory's sessions, chosen
+// here alone: ExecutorSandbox, a confined sandbox of the reward pool
+// (sandbox.Pool.OpenSession, on Docker or Kubernetes). Another executor is
+// an agent.Opener and a case here.
+func (ws *Workspace) executor(pool func() (*sandbox.Pool, error)) (agent.Opener, error) {
+	switch e := ws.Cfg.Agent.Executor; e {
+	case config.ExecutorSandbox:
+		p, err := pool()
+		if err != nil {
+			return nil, fmt.Errorf("rollout.mode=agent needs a sandbox host for its sessions: %w", err)
+		}
+		return p, nil
+	default:
+		return nil, fmt.Errorf("agent.executor = %q: no such executor", e)
+	}
 }
 
 // agentPlayer is agent mode's peer (Player).
@@ -95,12 +113,16 @@ const expertSessions = 4
 // within model.context are left out, and said.
 func (ws *Workspace) agentSFTExamples(ctx context.Context) ([]train.SFTExample, string, error) {
 	c := ws.Cfg
-	pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(c, "sft-"+sandbox.NewNonce()[:8]))
+	var pool *sandbox.Pool
+	defer func() { ClosePool(ctx, pool) }()
+	opener, err := ws.executor(func() (p *sandbox.Pool, err error) {
+		pool, err = sandbox.NewPool(ctx, sandbox.FromConfig(c, "sft-"+sandbox.NewNonce()[:8]))
+		return pool, err
+	})
 	if err != nil {
-		return nil, "", fmt.Errorf("agent warm start: the expert's sessions need a sandbox host: %w", err)
+		return nil, "", fmt.Errorf("agent warm start: the expert's sessions: %w", err)
 	}
-	defer ClosePool(ctx, pool)
-	expert := ws.agentPlayer(pool, nil, SampleOptions(c), c.Agent.EvalTurns)
+	expert := ws.agentPlayer(opener, nil, SampleOptions(c), c.Agent.EvalTurns)
 	var todo []int // the tasks with a gold patch, in order
 	for i, in := range ws.Tasks {
 		if in.Patch != "" {

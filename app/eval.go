@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/swetui/swetui/agent"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/rollout"
@@ -52,7 +51,7 @@ func OpenEval(ctx context.Context, cfg config.Config, ckpt, split string, sample
 		return nil, err
 	}
 	e := &Eval{Workspace: ws, Policy: pol, Model: m}
-	e.Player, err = ws.Player(func() (agent.Opener, error) {
+	e.Player, err = ws.Player(func() (*sandbox.Pool, error) {
 		pool, err := sandbox.NewPool(ctx, sandbox.FromConfig(cfg, runID))
 		e.pool = pool
 		return pool, err

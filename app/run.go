@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/swetui/swetui/agent"
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/model"
@@ -115,7 +114,7 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 		deps.LoRARank = l.Cfg.Rank
 	}
 	// The sessions' pool is the scorer's: a run's sandboxes on the same hosts.
-	deps.Rollouts, err = ws.Player(func() (agent.Opener, error) { return pool, dockerErr }, scorer, SampleOptions(cfg), cfg.Agent.Turns)
+	deps.Rollouts, err = ws.Player(func() (*sandbox.Pool, error) { return pool, dockerErr }, scorer, SampleOptions(cfg), cfg.Agent.Turns)
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func scriptedAgentRun(t *testing.T, name string, scripts func(in *task.Instance,
 	}
 	defer scorer.Close()
 	defer app.ClosePool(ctx, pool)
-	player, err := ws.Player(func() (agent.Opener, error) { return pool, nil }, scorer, app.SampleOptions(cfg), cfg.Agent.Turns)
+	player, err := ws.Player(func() (*sandbox.Pool, error) { return pool, nil }, scorer, app.SampleOptions(cfg), cfg.Agent.Turns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,9 @@ const (
 	UnfinishedMask   = "mask"
 )
 
+// ExecutorSandbox is agent.executor's sandboxes of the reward pool.
+const ExecutorSandbox = "sandbox"
+
 // Agent bounds agent mode's trajectories.
 type Agent struct {
 	// Context is a trajectory's tokens at most, prompt included: in agent
@@ -98,6 +101,11 @@ type Agent struct {
 	// BackgroundCPUS bounds a session's CPU time when Background is set
 	// (0: none): past it, as a command returns, its sandbox is stopped.
 	BackgroundCPUS int `toml:"background_cpu_s"`
+	// Executor is what a trajectory's session runs in: ExecutorSandbox, a
+	// confined sandbox of the reward pool on sandbox.hosts (Docker or
+	// Kubernetes). app picks the agent.Opener from it in one place, so
+	// another executor is one implementation and one value.
+	Executor string `toml:"executor"`
 }
 
 // Run holds the knobs of one training run as a whole.
@@ -512,7 +520,7 @@ func Default() Config {
 		UI:       UI{RefreshMS: 100, LogLines: 10000, History: 10000},
 		Rollout:  Rollout{Mode: RolloutSingle},
 		Agent: Agent{Context: 4096, Turns: 10, EvalTurns: 50, GroupSize: 8, MaxGroups: 2, CommandTimeoutS: 60, TimeoutBudget: 5, ObservationChars: 10000, ObservationTokens: 2048,
-			Unfinished: UnfinishedZero, SessionMinutes: 120, BackgroundCPUS: 600},
+			Unfinished: UnfinishedZero, SessionMinutes: 120, BackgroundCPUS: 600, Executor: ExecutorSandbox},
 		Serve: Serve{Addr: "127.0.0.1:8765", Queue: 64, MaxPatches: 64, MaxBodyKB: 16384, RequestTimeoutS: 1800,
 			DrainS: 30, CacheEntries: 4096, CacheMB: 64, InflightMB: 256, BodyTimeoutS: 60, InlineInstances: true,
 			MaxSessions: 8, SessionsPerToken: 8, SessionIdleS: 600, ExecTimeoutS: 120, ExecOutputKB: 64},

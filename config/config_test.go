@@ -185,6 +185,7 @@ func TestValidate(t *testing.T) {
 		{"overlong penalty negative", []string{"grpo.overlong_buffer=8", "grpo.overlong_penalty=-1"}, []string{"grpo.overlong_penalty = -1: must be 0 or more"}},
 		{"no KL", []string{"grpo.kl_coef=0"}, nil},
 		{"prompt name", []string{"data.prompt=bm26"}, []string{`data.prompt = "bm26": must be one of oracle, bm25, text`}},
+		{"agent executor name", []string{"agent.executor=ssh"}, []string{`agent.executor = "ssh": must be one of sandbox`}},
 		{"save dtype", []string{"run.save_dtype=fp16"}, []string{`run.save_dtype = "fp16": must be one of auto, bf16, f32`}},
 		{"save dtype bf16", []string{"run.save_dtype=bf16"}, nil},
 		{"lora dropout", []string{"lora.rank=16", "lora.dropout=0.05"}, []string{"lora.dropout = 0.05: must be 0: GRPO's importance ratio"}},

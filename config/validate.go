@@ -252,6 +252,7 @@ func Validate(cfg Config) error {
 	positive("agent.session_minutes", ag.SessionMinutes)
 	check(ag.BackgroundCPUS < 0, "agent.background_cpu_s", ag.BackgroundCPUS, "must be 0 (no bound) or more")
 	oneOf("agent.unfinished", ag.Unfinished, UnfinishedGraded, UnfinishedZero, UnfinishedMask)
+	oneOf("agent.executor", ag.Executor, ExecutorSandbox)
 
 	sv := cfg.Serve
 	_, _, addrErr := net.SplitHostPort(sv.Addr)

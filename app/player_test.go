@@ -1,0 +1,50 @@
+package app
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/swetui/swetui/config"
+	"github.com/swetui/swetui/rollout"
+	"github.com/swetui/swetui/sandbox"
+)
+
+// rollout.mode picks the peer, and agent.executor its sessions' opener, in
+// one place: single-shot asks for no pool; agent mode's sandbox executor
+// takes the pool, and says so when there is none; an executor swetui does
+// not have is named.
+func TestPlayerPicksOnce(t *testing.T) {
+	noPool := errors.New("no daemon")
+	for _, tt := range []struct {
+		mode, executor string
+		want           string // the peer's type, or the error's text
+	}{
+		{config.RolloutSingle, config.ExecutorSandbox, "*rollout.Single"},
+		{config.RolloutAgent, config.ExecutorSandbox, "needs a sandbox host for its sessions: no daemon"},
+		{config.RolloutAgent, "ssh", `agent.executor = "ssh": no such executor`},
+	} {
+		cfg := config.Default()
+		cfg.Rollout.Mode, cfg.Agent.Executor = tt.mode, tt.executor
+		asked := false
+		p, err := (&Workspace{Cfg: cfg}).Player(func() (*sandbox.Pool, error) { asked = true; return nil, noPool }, nil, SampleOptions(cfg), 3)
+		switch {
+		case err != nil:
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s/%s: %v, want %q", tt.mode, tt.executor, err, tt.want)
+			}
+		case tt.want != "*rollout.Single":
+			t.Errorf("%s/%s: %T, want the error %q", tt.mode, tt.executor, p, tt.want)
+		default:
+			if _, ok := p.(*rollout.Single); !ok || asked {
+				t.Errorf("%s: %T (pool asked for: %v), want a Single that asks for none", tt.mode, p, asked)
+			}
+		}
+	}
+	cfg := config.Default()
+	cfg.Rollout.Mode = config.RolloutAgent
+	p, err := (&Workspace{Cfg: cfg}).Player(func() (*sandbox.Pool, error) { return &sandbox.Pool{}, nil }, nil, SampleOptions(cfg), 7)
+	if a, ok := p.(*rollout.Agent); err != nil || !ok || a.Limits.Turns != 7 || a.Scorer != nil {
+		t.Errorf("agent mode: %T %+v (%v), want an Agent of 7 turns that grades nothing", p, p, err)
+	}
+}
