@@ -307,20 +307,23 @@ func (ws *Workspace) SFT(ctx context.Context, pol *Opened, dir string, start int
 	if err != nil {
 		return res, err
 	}
+	return res, ws.SaveTrained(pol, dir)
+}
+
+// SaveTrained writes pol's weights, as trained, to dir: a checkpoint
+// folder like any other (with LoRA, the adapter beside its base's name).
+func (ws *Workspace) SaveTrained(pol *Opened, dir string) error {
 	if err := pol.Sync(); err != nil {
-		return res, fmt.Errorf("sft: the weights back from %s: %w", pol.Device, err)
+		return fmt.Errorf("the weights back from %s: %w", pol.Device, err)
 	}
 	if l := pol.Host.LoRA(); l != nil {
-		return res, model.SaveAdapter(dir, model.Adapter{LoRA: l, BaseModel: pol.Host.BasePath(), Tokenizer: ws.Tok, Files: pol.Host.Format.Files})
+		return model.SaveAdapter(dir, model.Adapter{LoRA: l, BaseModel: pol.Host.BasePath(), Tokenizer: ws.Tok, Files: pol.Host.Format.Files})
 	}
 	ck := model.Checkpoint{Model: pol.Host.Model, Tokenizer: ws.Tok, Format: pol.Host.Format}
 	if pol.Dev != nil && !pol.Host.Model.HasWeights() { // streamed from the device a tensor at a time
 		ck.ReadWeight = pol.Dev.ReadWeight
 	}
-	if err := model.Save(dir, ck); err != nil {
-		return res, err
-	}
-	return res, nil
+	return model.Save(dir, ck)
 }
 
 // KeptGoldText says how many gold patches the warm start trains on and why

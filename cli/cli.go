@@ -77,6 +77,7 @@ func commands() []command {
 		{"prompt", "--instance ID [--dataset D] [--config F] [key.path=value ...]", "print the prompt the policy sees for one instance, its tokens and the code it shows", cmd(newPromptOptions, promptRun)},
 		{"view", "RUN_DIR [--filter WORDS] [--list]", "browse a run's completions, patches, verdicts and metrics, finished or still training", cmd(newViewOptions, viewRun)},
 		{"plan", "[--model DIR|SHAPE] [--gpu-gib N] [--eval N] [key.path=value ...]", "the device memory plan of a run, without a device: each part, the total, what would make it fit", cmd(newPlanOptions, planRun)},
+		{"verifier", "train RUN_DIR... --ckpt C [--out DIR] [--steps N] [key.path=value ...]", "a verifier of runs' docker verdicts, fine-tuned from a checkpoint, with its held-out AUC and calibration", cmd(newVerifierOptions, verifierRun)},
 		{"version", "[--config F] [key.path=value ...]", "print the version, the build and the device", cmd(configOnly("version"), versionRun)},
 	}
 }

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/swetui/swetui/app"
+	"github.com/swetui/swetui/event"
+	"github.com/swetui/swetui/history"
+	"github.com/swetui/swetui/task"
+)
+
+// verdictRun writes a run folder whose rollouts.jsonl holds docker
+// verdicts of the embedded suite's tasks: each task's gold patch
+// resolved, an empty one not, and an apply-only verdict, which teaches
+// nothing.
+func verdictRun(t *testing.T, tasks []task.Instance) string {
+	t.Helper()
+	dir := t.TempDir()
+	var b strings.Builder
+	for _, in := range tasks {
+		for _, c := range []event.CompletionScored{
+			{Verdict: event.Verdict{InstanceID: in.InstanceID, Phase: "docker", Patch: in.Patch, Applied: true, Resolved: true, Reward: 1}},
+			{Verdict: event.Verdict{InstanceID: in.InstanceID, Phase: "docker"}},
+			{Verdict: event.Verdict{InstanceID: in.InstanceID, Phase: "apply-only", Patch: in.Patch, Applied: true}},
+		} {
+			line, _ := json.Marshal(c)
+			b.Write(append(line, '\n'))
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, history.RolloutsFile), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// `swetui verifier train` fine-tunes the shipped warm start on a run's
+// docker verdicts, split by task, and writes a checkpoint with its
+// held-out measures; bad input is a clear usage error or names the file.
+func TestVerifierTrain(t *testing.T) {
+	var tasks []task.Instance
+	for _, in := range miniTasks(t) {
+		if in.Patch != "" && len(tasks) < 24 {
+			tasks = append(tasks, in)
+		}
+	}
+	run := verdictRun(t, tasks)
+	out := filepath.Join(t.TempDir(), "verifier")
+	code, stdout, stderr := runCLI(t, "verifier", "train", run, "--ckpt", "../warmstart/shipped", "--steps", "4", "--out", out, "sft.batch_size=4")
+	if code != ExitOK || !strings.Contains(stdout, "48 docker verdicts (24 resolved) of 1 runs") || !strings.Contains(stdout, "held out: AUC") {
+		t.Fatalf("verifier train: exit %d\n%s%s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, app.VerifierFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep app.VerifierReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examples != 48 || rep.Train+rep.Heldout != 48 || rep.HeldTasks == 0 || rep.TrainTasks+rep.HeldTasks != 24 ||
+		rep.AUC < 0 || rep.AUC > 1 || rep.Temperature <= 0 || rep.YesToken == rep.NoToken {
+		t.Errorf("verifier.json: %+v", rep)
+	}
+	if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
+		t.Errorf("the verifier's checkpoint: %v", err)
+	}
+	empty := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"no subcommand", []string{"verifier"}, ExitUsage, "verifier train"},
+		{"no run", []string{"verifier", "train", "--ckpt", "../warmstart/shipped"}, ExitUsage, "at least one run folder"},
+		{"no checkpoint", []string{"verifier", "train", run}, ExitFailure, "model.init_ckpt must name"},
+		{"no rollouts", []string{"verifier", "train", empty, "--ckpt", "../warmstart/shipped"}, ExitFailure, filepath.Join(empty, history.RolloutsFile)},
+	} {
+		code, _, stderr := runCLI(t, tt.args...)
+		if code != tt.code || !strings.Contains(stderr, tt.says) {
+			t.Errorf("%s: exit %d, stderr %q; want %d saying %q", tt.name, code, stderr, tt.code, tt.says)
+		}
+	}
+}
