@@ -48,3 +48,15 @@ func TestPlayerPicksOnce(t *testing.T) {
 		t.Errorf("agent mode: %T %+v (%v), want an Agent of 7 turns that grades nothing", p, p, err)
 	}
 }
+
+// Best-of-N's three counts, by hand: task a's first sample resolves, the
+// pick (1) does not; b's pick (1) resolves and its first does not; c
+// resolves nowhere.
+func TestMeasureBestOfN(t *testing.T) {
+	entries := []ScoreEntry{{InstanceID: "a", Sample: 0, Resolved: true}, {InstanceID: "a", Sample: 1},
+		{InstanceID: "b", Sample: 0}, {InstanceID: "b", Sample: 1, Resolved: true}, {InstanceID: "c", Sample: 0}, {InstanceID: "c", Sample: 1}}
+	got := MeasureBestOfN(entries, map[string]int{"a": 1, "b": 1, "c": 0})
+	if want := (BestOfN{Tasks: 3, First: 1, Picked: 1, Oracle: 2}); got != want {
+		t.Errorf("%+v, want %+v", got, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 
 	"github.com/swetui/swetui/config"
@@ -208,4 +209,108 @@ func issuesOf(ctx context.Context, cfg config.Config) (map[string]string, error)
 		out[in.InstanceID] = in.ProblemStatement
 	}
 	return out, nil
+}
+
+// Verifier is a trained verifier opened to score candidates.
+type Verifier struct {
+	Report VerifierReport
+	ws     *Workspace
+	on     *Opened
+}
+
+// OpenVerifier opens the verifier `swetui verifier train` wrote to dir, on
+// model.device. A folder without verifier.json, or whose tokenizer does
+// not give the answers the tokens it was trained with, is an error naming
+// the file.
+func OpenVerifier(ctx context.Context, cfg config.Config, dir string) (*Verifier, error) {
+	path := filepath.Join(dir, VerifierFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("verifier: %w (a folder `swetui verifier train` wrote holds it)", err)
+	}
+	v := &Verifier{}
+	if err := json.Unmarshal(b, &v.Report); err != nil {
+		return nil, fmt.Errorf("verifier: %s: %w", path, err)
+	}
+	cfg.Model.InitCkpt, cfg.Model.Tokenizer, cfg.Run.OutDir = dir, "", dir
+	if v.ws, err = Open(ctx, cfg, task.SplitTrain); err != nil {
+		return nil, fmt.Errorf("verifier: %w", err)
+	}
+	yes, no := v.ws.Tok.Encode(verifier.Yes), v.ws.Tok.Encode(verifier.No)
+	if len(yes) == 0 || len(no) == 0 || yes[0] != v.Report.YesToken || no[0] != v.Report.NoToken {
+		return nil, fmt.Errorf("verifier: %s: trained with %s and %s as tokens %d and %d, which its folder's tokenizer does not give: built for another tokenizer",
+			path, verifier.Yes, verifier.No, v.Report.YesToken, v.Report.NoToken)
+	}
+	v.ws.SampleOnly = 1
+	m, err := v.ws.NewModel()
+	if err != nil {
+		return nil, err
+	}
+	host, err := v.ws.NewPolicy(m, cfg.Optim.LR, 1)
+	if err != nil {
+		return nil, err
+	}
+	if v.on, err = v.ws.OpenPolicy(ctx, host, nil); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Score is the verifier's probability that e resolves the issue, at its
+// fitted temperature.
+func (v *Verifier) Score(ctx context.Context, issue string, e verifier.Example) (float64, error) {
+	q, err := verifier.Question(v.ws.Chat, issue, e)
+	if err != nil {
+		return 0, err
+	}
+	ids := prompt.Fit(v.ws.Tok.Encode(q), v.ws.Cfg.Model.Context, 8)
+	lp, err := v.on.Policy.Logprobs(ctx, []train.Sequence{{Prompt: ids, Completion: []int{v.Report.YesToken}}, {Prompt: ids, Completion: []int{v.Report.NoToken}}})
+	if err != nil {
+		return 0, fmt.Errorf("verifier: %w", err)
+	}
+	t := v.Report.Temperature
+	if t <= 0 {
+		t = 1
+	}
+	return verifier.Sigmoid((lp[0][0] - lp[1][0]) / t), nil
+}
+
+// Close frees the verifier's device.
+func (v *Verifier) Close() { v.on.Close() }
+
+// BestOfN is best-of-N's measure: of the tasks, how many the first sample
+// resolves, how many the verifier's pick does, and how many any sample
+// does (the oracle).
+type BestOfN struct {
+	Tasks, First, Picked, Oracle int
+}
+
+// MeasureBestOfN counts BestOfN from every sample's score entry and each
+// task's pick (the sample the verifier ranked first).
+func MeasureBestOfN(entries []ScoreEntry, picks map[string]int) BestOfN {
+	resolved := map[string]map[int]bool{}
+	for _, e := range entries {
+		if resolved[e.InstanceID] == nil {
+			resolved[e.InstanceID] = map[int]bool{}
+		}
+		resolved[e.InstanceID][e.Sample] = e.Resolved
+	}
+	var b BestOfN
+	for id, pick := range picks {
+		b.Tasks++
+		r := resolved[id]
+		if r[0] {
+			b.First++
+		}
+		if r[pick] {
+			b.Picked++
+		}
+		for _, ok := range r {
+			if ok {
+				b.Oracle++
+				break
+			}
+		}
+	}
+	return b
 }

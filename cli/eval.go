@@ -17,6 +17,7 @@ import (
 	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/task"
+	"github.com/swetui/swetui/verifier"
 )
 
 // evalOptions are `swetui eval`'s inputs.
@@ -32,6 +33,9 @@ type evalOptions struct {
 	// ScoreSamples also scores every reply, not only the app.Prediction: rates
 	// over Samples replies a task swing far less than over one.
 	ScoreSamples bool
+	// Verifier, with --select verifier, names the verifier whose pick of
+	// the samples is the task's prediction.
+	Verifier string
 }
 
 // newEvalOptions reads `swetui eval`'s flags, overrides and config.
@@ -47,6 +51,8 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 	temperature := fs.Float64("temperature", 0.7, "sampling temperature (0 decodes greedily)")
 	samples := fs.Int("samples", 1, "replies sampled per task for the well-formed rate; the first is the app.Prediction")
 	scoreSamples := fs.Bool("score-samples", false, "also score every reply in --mode (report: <out> with .samples.report.json)")
+	sel := fs.String("select", "first", "which sample is the prediction: first, or verifier (the one --verifier ranks first; every sample is scored)")
+	ver := fs.String("verifier", "", "a verifier's folder (swetui verifier train), for --select verifier")
 	overrides, err := parseFlags(fs, args)
 	if err != nil {
 		return evalOptions{}, err
@@ -56,6 +62,12 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 	}
 	if err := config.CheckTemperature(*temperature, true); err != nil {
 		return evalOptions{}, UsageErrorf("--temperature %v: %v (as sample.temperature, but 0 decodes greedily)", *temperature, err)
+	}
+	switch {
+	case *sel != "first" && *sel != "verifier":
+		return evalOptions{}, UsageErrorf("--select %q: want first or verifier", *sel)
+	case (*sel == "verifier") != (*ver != ""):
+		return evalOptions{}, UsageErrorf("--select verifier and --verifier DIR go together")
 	}
 	if *samples < 1 {
 		return evalOptions{}, UsageErrorf("--samples must be at least 1, not %d", *samples)
@@ -71,7 +83,7 @@ func newEvalOptions(env Env, args []string) (evalOptions, error) {
 		cfg.Data.Source = *dataset
 	}
 	return evalOptions{Config: cfg, Ckpt: *ckpt, Split: *split, Out: *out, Phase: *mode, Report: *report,
-		Temperature: *temperature, Samples: *samples, ScoreSamples: *scoreSamples}, nil
+		Temperature: *temperature, Samples: *samples, ScoreSamples: *scoreSamples || *ver != "", Verifier: *ver}, nil
 }
 
 // evalRun implements `swetui eval`: --samples rollouts a task of a split
@@ -109,6 +121,14 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 			trajs.Close()
 		}
 	}()
+	var v *app.Verifier
+	if o.Verifier != "" {
+		if v, err = app.OpenVerifier(ctx, cfg, o.Verifier); err != nil {
+			return fmt.Errorf("eval: %w", err)
+		}
+		defer v.Close()
+	}
+	picks := map[string]int{}
 	enc := json.NewEncoder(preds)
 	bar := newProgress(env, len(ws.Tasks))
 	valid := 0
@@ -140,7 +160,21 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 				all = append(all, app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &gr.Rollouts[i].Diff, Sample: i})
 			}
 		}
-		return enc.Encode(app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &gr.Rollouts[0].Diff})
+		pick, best := 0, -1.0
+		for i, r := range gr.Rollouts {
+			if v == nil {
+				break
+			}
+			p, err := v.Score(ctx, in.ProblemStatement, verifier.Example{InstanceID: in.InstanceID, Patch: r.Diff, Summary: verifier.Summary(r.Agent)})
+			if err != nil {
+				return err
+			}
+			if p > best {
+				pick, best = i, p
+			}
+		}
+		picks[in.InstanceID] = pick
+		return enc.Encode(app.Prediction{InstanceID: in.InstanceID, Model: name, Patch: &gr.Rollouts[pick].Diff})
 	})
 	bar.done()
 	if err != nil {
@@ -181,8 +215,16 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "every %s:\n", one)
-	return scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: fmt.Sprintf("%s, %d %s a task", o.Out, o.Samples, many),
-		preds: all, Phase: o.Phase, Out: base + ".samples.report.json"})
+	var every []app.ScoreEntry
+	if err := scoreRun(ctx, env, scoreOptions{Config: o.Config, Predictions: fmt.Sprintf("%s, %d %s a task", o.Out, o.Samples, many),
+		preds: all, Phase: o.Phase, Out: base + ".samples.report.json", scored: &every}); err != nil || v == nil {
+		return err
+	}
+	b := app.MeasureBestOfN(every, picks)
+	pct := func(n int) float64 { return 100 * float64(n) / float64(max(b.Tasks, 1)) }
+	fmt.Fprintf(env.Stdout, "best of %d by the verifier on %d tasks, resolved: the first sample %d (%.1f%%), the verifier's pick %d (%.1f%%), any sample %d (%.1f%%)\n",
+		o.Samples, b.Tasks, b.First, pct(b.First), b.Picked, pct(b.Picked), b.Oracle, pct(b.Oracle))
+	return nil
 }
 
 // trajectoryLine is one line of agent mode's <out>.trajectories.jsonl: the

@@ -18,12 +18,13 @@ import (
 
 // scoreOptions are `swetui score`'s inputs; eval fills them too.
 type scoreOptions struct {
-	Config      config.Config    // data.source is the dataset; sandbox.workers the docker parallelism
-	Predictions string           // a file, or gold or empty
-	preds       []app.Prediction // given by eval instead of read from Predictions (its label then)
-	Phase       string           // the reward phase (--mode)
-	Out         string           // report path; - for stdout, "" for none
-	Workers     int              // 0: sandbox.workers for docker, the CPU count otherwise
+	Config      config.Config     // data.source is the dataset; sandbox.workers the docker parallelism
+	Predictions string            // a file, or gold or empty
+	preds       []app.Prediction  // given by eval instead of read from Predictions (its label then)
+	Phase       string            // the reward phase (--mode)
+	Out         string            // report path; - for stdout, "" for none
+	Workers     int               // 0: sandbox.workers for docker, the CPU count otherwise
+	scored      *[]app.ScoreEntry // where eval keeps the entries, when set
 }
 
 // phaseFlag defines --phase (syntax, apply-only or docker; default docker)
@@ -101,6 +102,9 @@ func scoreRun(ctx context.Context, env Env, o scoreOptions) error {
 		return fmt.Errorf("score: %w", err)
 	}
 
+	if o.scored != nil {
+		*o.scored = entries
+	}
 	rep := app.ScoreReport{Summary: app.Summarise(entries), Instances: entries}
 	rep.Summary.Dataset, rep.Summary.Predictions, rep.Summary.Mode = cfg.Data.Source, o.Predictions, o.Phase
 	rep.Summary.WallSeconds = time.Since(start).Seconds()

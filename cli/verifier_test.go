@@ -68,6 +68,23 @@ func TestVerifierTrain(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
 		t.Errorf("the verifier's checkpoint: %v", err)
 	}
+	// Best-of-N: the verifier's pick of two samples a task is each
+	// task's prediction, every sample scored, the three counts said.
+	var held []string
+	for _, in := range miniTasks(t) {
+		if in.Split == task.SplitTest && len(held) < 3 {
+			held = append(held, in.InstanceID)
+		}
+	}
+	preds := filepath.Join(t.TempDir(), "preds.jsonl")
+	code, stdout, stderr = runCLI(t, "eval", "--ckpt", "../warmstart/shipped", "--samples", "2", "--select", "verifier", "--verifier", out,
+		"--phase", "apply-only", "--out", preds, `data.include=["`+strings.Join(held, `","`)+`"]`)
+	if code != ExitOK || !strings.Contains(stdout, "best of 2 by the verifier on 3 tasks, resolved: the first sample 0") {
+		t.Errorf("eval --select verifier: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(strings.TrimSuffix(preds, ".jsonl") + ".samples.report.json"); err != nil {
+		t.Errorf("every sample's report: %v", err)
+	}
 	empty := t.TempDir()
 	for _, tt := range []struct {
 		name string
@@ -79,6 +96,9 @@ func TestVerifierTrain(t *testing.T) {
 		{"no run", []string{"verifier", "train", "--ckpt", "../warmstart/shipped"}, ExitUsage, "at least one run folder"},
 		{"no checkpoint", []string{"verifier", "train", run}, ExitFailure, "model.init_ckpt must name"},
 		{"no rollouts", []string{"verifier", "train", empty, "--ckpt", "../warmstart/shipped"}, ExitFailure, filepath.Join(empty, history.RolloutsFile)},
+		{"select without a verifier", []string{"eval", "--ckpt", "../warmstart/shipped", "--select", "verifier"}, ExitUsage, "go together"},
+		{"not a verifier", []string{"eval", "--ckpt", "../warmstart/shipped", "--select", "verifier", "--verifier", empty, "--out", filepath.Join(empty, "p.jsonl")},
+			ExitFailure, filepath.Join(empty, app.VerifierFile)},
 	} {
 		code, _, stderr := runCLI(t, tt.args...)
 		if code != tt.code || !strings.Contains(stderr, tt.says) {
