@@ -7,11 +7,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/internal/durable"
 	"github.com/swetui/swetui/prompt"
+	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/task"
 	"github.com/swetui/swetui/train"
 	"github.com/swetui/swetui/verifier"
@@ -211,11 +213,27 @@ func issuesOf(ctx context.Context, cfg config.Config) (map[string]string, error)
 	return out, nil
 }
 
-// Verifier is a trained verifier opened to score candidates.
+// Verifier is a trained verifier opened to score candidates; one scores
+// at a time (its model's passes are not shared).
 type Verifier struct {
 	Report VerifierReport
 	ws     *Workspace
 	on     *Opened
+	mu     sync.Mutex
+}
+
+// Verify implements serve.Verifier: each patch (a reply or a diff, as
+// /v1/score takes it) is read as the scorer reads it and scored.
+func (v *Verifier) Verify(ctx context.Context, inst *task.Instance, patches []string) ([]float64, error) {
+	out := make([]float64, len(patches))
+	for i, p := range patches {
+		s, err := v.Score(ctx, inst.ProblemStatement, verifier.Example{InstanceID: inst.InstanceID, Patch: reward.Extract(p).Diff})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = s
+	}
+	return out, nil
 }
 
 // OpenVerifier opens the verifier `swetui verifier train` wrote to dir, on
@@ -264,6 +282,8 @@ func (v *Verifier) Score(ctx context.Context, issue string, e verifier.Example) 
 		return 0, err
 	}
 	ids := prompt.Fit(v.ws.Tok.Encode(q), v.ws.Cfg.Model.Context, 8)
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	lp, err := v.on.Policy.Logprobs(ctx, []train.Sequence{{Prompt: ids, Completion: []int{v.Report.YesToken}}, {Prompt: ids, Completion: []int{v.Report.NoToken}}})
 	if err != nil {
 		return 0, fmt.Errorf("verifier: %w", err)

@@ -21,6 +21,7 @@ import (
 type serveOptions struct {
 	Config   config.Config // [serve], the dataset (data.source), [reward] and [sandbox]
 	Headless bool          // the line printer even on a terminal
+	Verifier string        // a verifier's folder: its score beside each verdict, and /v1/verify
 	// listener replaces listening on serve.addr (tests).
 	listener net.Listener
 }
@@ -32,6 +33,7 @@ func newServeOptions(env Env, args []string) (serveOptions, error) {
 	dataset := fs.String("dataset", "", "dataset file (.jsonl, .json, .parquet) or mini (default: data.source)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token clients must send (default serve.token_file, else $"+serve.TokenEnv+")")
 	headless := fs.Bool("headless", false, "no console: one line per request on stdout")
+	ver := fs.String("verifier", "", "a verifier's folder (swetui verifier train): its score beside each verdict, and POST /v1/verify")
 	cfg, _, err := parseAndLoad(fs, load, args)
 	if err != nil {
 		return serveOptions{}, err
@@ -48,7 +50,7 @@ func newServeOptions(env Env, args []string) (serveOptions, error) {
 	if *tokenFile != "" {
 		cfg.Serve.TokenFile = *tokenFile
 	}
-	return serveOptions{Config: cfg, Headless: *headless}, nil
+	return serveOptions{Config: cfg, Headless: *headless, Verifier: *ver}, nil
 }
 
 // serveRun implements `swetui serve`: the reward engine over HTTP, with
@@ -125,6 +127,14 @@ func serveRun(ctx context.Context, env Env, o serveOptions) error {
 		if n := pool.Reaped(); n > 0 {
 			docker += fmt.Sprintf(", reaped %d containers left by earlier runs", n)
 		}
+	}
+	if o.Verifier != "" {
+		v, err := app.OpenVerifier(ctx, cfg, o.Verifier)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer v.Close()
+		opts.Verifier = v
 	}
 	srv, err := serve.New(addr, opts)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
+	"github.com/swetui/swetui/serve"
 	"github.com/swetui/swetui/task"
 )
 
@@ -84,6 +85,13 @@ func TestVerifierTrain(t *testing.T) {
 	}
 	if _, err := os.Stat(strings.TrimSuffix(preds, ".jsonl") + ".samples.report.json"); err != nil {
 		t.Errorf("every sample's report: %v", err)
+	}
+	// Served: the verifier's score of each patch, none of them run.
+	srv := startServe(t, "--verifier", out)
+	var v serve.VerifyResponse
+	if code, body := call(t, "POST", srv.url+"/v1/verify", serve.ScoreRequest{InstanceID: tasks[0].InstanceID, Patches: []string{tasks[0].Patch, ""}}, &v); code != 200 ||
+		len(v.Scores) != 2 || v.Scores[0] < 0 || v.Scores[0] > 1 || v.Scores[1] < 0 || v.Scores[1] > 1 {
+		t.Errorf("POST /v1/verify: %d %s", code, body)
 	}
 	empty := t.TempDir()
 	for _, tt := range []struct {

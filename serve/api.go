@@ -47,6 +47,22 @@ type ScoreResponse struct {
 	Cached     []bool          `json:"cached"`   // which verdicts came from the cache
 	QueuedS    float64         `json:"queued_s"` // time waited for a slot
 	ElapsedS   float64         `json:"elapsed_s"`
+	// VerifierScores are the server's verifier's probability that each
+	// patch resolves the task (swetui serve --verifier), beside its verdict.
+	VerifierScores []float64 `json:"verifier_scores,omitempty"`
+}
+
+// VerifyResponse answers POST /v1/verify: the verifier's probability that
+// each patch resolves the task, none of them run.
+type VerifyResponse struct {
+	InstanceID string    `json:"instance_id"`
+	Scores     []float64 `json:"scores"`
+	ElapsedS   float64   `json:"elapsed_s"`
+}
+
+// Verifier scores candidates without running them (app.Verifier).
+type Verifier interface {
+	Verify(ctx context.Context, inst *task.Instance, patches []string) ([]float64, error)
 }
 
 // errorResponse is every answer that is not a 200.
@@ -127,8 +143,9 @@ type parsed struct {
 }
 
 // parse reads and checks a score request's body: exactly one object of
-// ScoreRequest's keys (decodeStrict).
-func (s *Server) parse(w http.ResponseWriter, r *http.Request) (parsed, error) {
+// ScoreRequest's keys (decodeStrict). A verify request has the same body
+// and runs nothing: run false skips the docker phase's availability.
+func (s *Server) parse(w http.ResponseWriter, r *http.Request, run bool) (parsed, error) {
 	body, err := readBody(w, r, s.opts.MaxBody)
 	if err != nil {
 		return parsed{}, err
@@ -183,7 +200,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request) (parsed, error) {
 	default:
 		return parsed{}, badRequest("no task: send instance_id (GET /v1/tasks lists them) or instance (a whole SWE-bench record)")
 	}
-	if p.phase == config.PhaseDocker && s.opts.DockerErr != nil {
+	if run && p.phase == config.PhaseDocker && s.opts.DockerErr != nil {
 		return parsed{}, &requestError{http.StatusServiceUnavailable, fmt.Sprintf("phase docker unavailable: %v", s.opts.DockerErr)}
 	}
 	return p, nil
@@ -213,7 +230,7 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 	}
 	held := newHold(func() { s.bodies.give(size) })
 	defer held.done()
-	p, err := s.parse(w, r)
+	p, err := s.parse(w, r, true)
 	if err != nil {
 		s.answerError(w, "POST /v1/score", err)
 		return
@@ -292,6 +309,14 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 	} else {
 		step = int(s.seq.Add(1))
 		s.publish(event.StepStarted{Step: step, Phase: p.phase, Time: time.Now()})
+	}
+	if s.opts.Verifier != nil {
+		scores, err := s.opts.Verifier.Verify(ctx, p.inst, p.patches)
+		if err != nil {
+			s.refuse(ctx, w, r, what, err)
+			return
+		}
+		resp.VerifierScores = scores
 	}
 	elapsed := time.Since(start)
 	resp.QueuedS, resp.ElapsedS = queued.Seconds(), elapsed.Seconds()
@@ -525,4 +550,42 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		h.Status = "paused"
 	}
 	writeJSON(w, code, h)
+}
+
+// handleVerify answers POST /v1/verify: a score request's body, scored by
+// the verifier alone (no container, no cache), within the request's
+// deadline; 404 on a server started without one.
+func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "POST a verify request")
+		return
+	}
+	if s.opts.Verifier == nil {
+		writeError(w, http.StatusNotFound, "this server has no verifier: start it with swetui serve --verifier DIR")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+	defer cancel()
+	size := s.opts.MaxBody
+	if r.ContentLength >= 0 && r.ContentLength < size {
+		size = r.ContentLength
+	}
+	if !s.bodies.take(size) {
+		s.refuse(ctx, w, r, fmt.Sprintf("a body of %d bytes", size), errBudget)
+		return
+	}
+	defer s.bodies.give(size)
+	p, err := s.parse(w, r, false)
+	if err != nil {
+		s.answerError(w, "POST /v1/verify", err)
+		return
+	}
+	scores, err := s.opts.Verifier.Verify(ctx, p.inst, p.patches)
+	if err != nil {
+		s.refuse(ctx, w, r, fmt.Sprintf("%s: %d patches", quote(p.inst.InstanceID), len(p.patches)), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, VerifyResponse{InstanceID: p.inst.InstanceID, Scores: scores, ElapsedS: time.Since(start).Seconds()})
 }

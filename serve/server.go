@@ -71,6 +71,9 @@ type Options struct {
 	// none. Sessions bounds them.
 	OpenSession SessionOpener
 	Sessions    SessionLimits
+	// Verifier, when set, scores every patch of /v1/score beside its
+	// verdict and answers /v1/verify; nil: /v1/verify answers 404.
+	Verifier Verifier
 }
 
 // TokenEnv holds the bearer token when serve.token_file names no file.
@@ -220,6 +223,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/score", s.m.instrument("/v1/score", s.auth(http.HandlerFunc(s.handleScore))))
 	mux.Handle("/v1/tasks", s.m.instrument("/v1/tasks", s.auth(http.HandlerFunc(s.handleTasks))))
+	mux.Handle("/v1/verify", s.m.instrument("/v1/verify", s.auth(http.HandlerFunc(s.handleVerify))))
 	sess := s.m.instrument("/v1/sessions", s.auth(http.HandlerFunc(s.handleSessions)))
 	mux.Handle("/v1/sessions", sess)
 	mux.Handle("/v1/sessions/", sess)
