@@ -13,7 +13,6 @@ import (
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/prompt"
-	"github.com/swetui/swetui/reward"
 	"github.com/swetui/swetui/rollout"
 	"github.com/swetui/swetui/sandbox"
 	"github.com/swetui/swetui/train"
@@ -25,7 +24,7 @@ import (
 // is called in agent mode only, for the executor that runs in the reward
 // pool), drawn with opts; graded by scorer (nil: not graded, as eval's,
 // which scores its predictions afterwards).
-func (ws *Workspace) Player(pool func() (*sandbox.Pool, error), scorer *reward.Scorer, opts rollout.SampleOptions, turns int) (rollout.Player, error) {
+func (ws *Workspace) Player(pool func() (*sandbox.Pool, error), scorer Grader, opts rollout.SampleOptions, turns int) (rollout.Player, error) {
 	c := ws.Cfg
 	if c.Rollout.Mode == config.RolloutAgent {
 		o, err := ws.executor(pool)
@@ -59,7 +58,7 @@ func (ws *Workspace) executor(pool func() (*sandbox.Pool, error)) (agent.Opener,
 }
 
 // agentPlayer is agent mode's peer (Player).
-func (ws *Workspace) agentPlayer(opener agent.Opener, scorer *reward.Scorer, opts rollout.SampleOptions, turns int) *rollout.Agent {
+func (ws *Workspace) agentPlayer(opener agent.Opener, scorer Grader, opts rollout.SampleOptions, turns int) *rollout.Agent {
 	c := ws.Cfg
 	a := &rollout.Agent{Opener: opener, Session: agent.SessionOptionsOf(c), Prompter: ws.Prompter, Tok: ws.Tok, Chat: ws.Chat,
 		Opts: opts, Limits: agent.Limits{Turns: turns, CommandTimeout: time.Duration(c.Agent.CommandTimeoutS) * time.Second,

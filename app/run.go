@@ -55,6 +55,21 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 	if dockerErr != nil && cfg.Curriculum.Phase == config.PhaseDocker {
 		return nil, fmt.Errorf("curriculum.phase=docker needs Docker: %w", dockerErr)
 	}
+	var grader Grader = scorer
+	if cfg.Reward.Verifier != "" {
+		v, err := OpenVerifier(ctx, cfg, cfg.Reward.Verifier)
+		if err != nil {
+			return nil, fmt.Errorf("reward.verifier: %w", err)
+		}
+		r.onClose(v.Close)
+		grader = NewGate(scorer, v, cfg.Reward, cfg.Run.Seed, func(text string) {
+			if bus != nil {
+				bus.Publish(event.Message{Level: event.Warn, Time: time.Now(), Text: text})
+			}
+		})
+		r.note(event.Info, fmt.Sprintf("verifier gate: in the docker phase a patch that applies and that %s puts below %.2f is not run in Docker, but for %.0f%% audited (off past %.0f%% misses)",
+			cfg.Reward.Verifier, cfg.Reward.VerifierSkipBelow, 100*cfg.Reward.VerifierAudit, 100*cfg.Reward.VerifierMaxMiss))
+	}
 
 	m, err := ws.NewModel()
 	if err != nil {
@@ -68,7 +83,7 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 	if err := ws.WithLoRA(pol); err != nil {
 		return nil, err
 	}
-	deps := train.Deps{Policy: pol, Tokenizer: ws.Tok, Scorer: scorer,
+	deps := train.Deps{Policy: pol, Tokenizer: ws.Tok, Scorer: grader,
 		Prompter: ws.Prompter, Chat: ws.Chat, Tasks: ws.Tasks, Store: pol, Events: bus, DockerOK: dockerErr == nil,
 		Build: model.BLASName(), Hosts: sandbox.ParseHosts(cfg.Sandbox.Hosts).Shown()}
 	// Without a KL term (grpo.kl_coef = 0) no reference is kept: no copy of
@@ -114,7 +129,7 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 		deps.LoRARank = l.Cfg.Rank
 	}
 	// The sessions' pool is the scorer's: a run's sandboxes on the same hosts.
-	deps.Rollouts, err = ws.Player(func() (*sandbox.Pool, error) { return pool, dockerErr }, scorer, SampleOptions(cfg), cfg.Agent.Turns)
+	deps.Rollouts, err = ws.Player(func() (*sandbox.Pool, error) { return pool, dockerErr }, grader, SampleOptions(cfg), cfg.Agent.Turns)
 	if err != nil {
 		return nil, err
 	}

@@ -54,8 +54,13 @@ func eventLine(ev event.Event, elapsed time.Duration) string {
 		return line
 	case event.StepFinished:
 		m := e.Metrics
-		return fmt.Sprintf("%s step %d %-10s reward %.3f (max %.2f) valid %.2f applied %.2f resolved %.2f kl %.4f loss %+.4f zero-std %.2f infra %d  %.1fs",
-			ts, e.Step, e.Phase, m.RewardMean, m.RewardMax, m.SyntaxRate, m.ApplyRate, m.ResolvedRate, m.KL, m.Loss, m.FracZeroStd, m.InfraFailures, e.Duration.Seconds())
+		gate := ""
+		if m.VerifierSpared+m.VerifierAudits > 0 {
+			gate = fmt.Sprintf(" spared %d audited %d missed %d", m.VerifierSpared, m.VerifierAudits, m.VerifierMisses)
+		}
+		return fmt.Sprintf("%s step %d %-10s reward %.3f (max %.2f) valid %.2f applied %.2f resolved %.2f kl %.4f loss %+.4f zero-std %.2f infra %d%s  %.1fs",
+			ts, e.Step, e.Phase, m.RewardMean, m.RewardMax, m.SyntaxRate, m.ApplyRate, m.ResolvedRate, m.KL, m.Loss, m.FracZeroStd, m.InfraFailures, gate,
+			e.Duration.Seconds())
 	case event.GPUs:
 		// Totals since the start: a log reader takes the differences.
 		var parts []string

@@ -322,6 +322,16 @@ type Reward struct {
 	MaxPatchKB    int `toml:"max_patch_kb"`
 	MaxPatchFiles int `toml:"max_patch_files"`
 	MaxPatchHunks int `toml:"max_patch_hunks"`
+	// Verifier names a verifier (swetui verifier train) that gates the
+	// docker phase: a patch that applies and that it puts below
+	// VerifierSkipBelow is not run in Docker (it earns what an applied,
+	// unresolved patch earns), but for a VerifierAudit share chosen at
+	// random, which runs and measures its misses; past VerifierMaxMiss
+	// of the audited, the gate is off for the rest of the run. "": none.
+	Verifier          string  `toml:"verifier"`
+	VerifierSkipBelow float64 `toml:"verifier_skip_below"`
+	VerifierAudit     float64 `toml:"verifier_audit"`
+	VerifierMaxMiss   float64 `toml:"verifier_max_miss"`
 }
 
 // Sandbox configures the Docker reward pool.
@@ -508,7 +518,8 @@ func Default() Config {
 		Curriculum: Curriculum{Phase: PhaseSyntax, Auto: true, Window: 20, SyntaxToApply: 0.8,
 			ApplyToDocker: 0.5, StepBackBelow: 0, TaskSampler: SamplerEpoch, PoolFloor: 0.05},
 		Reward: Reward{ApplyBonus: 0.3, TestWeight: 0.7, P2PPenalty: 0.5, HackPenalty: 1, ApplyOnHost: true,
-			SimilarityWeight: 0.5, HunkCredit: 0.5, RejectNoop: true, MaxPatchKB: 1024, MaxPatchFiles: 100, MaxPatchHunks: 2000},
+			SimilarityWeight: 0.5, HunkCredit: 0.5, RejectNoop: true, MaxPatchKB: 1024, MaxPatchFiles: 100, MaxPatchHunks: 2000,
+			VerifierSkipBelow: 0.1, VerifierAudit: 0.1, VerifierMaxMiss: 0.05},
 		Sandbox: Sandbox{Workers: 2, Queue: 64, TimeoutS: 300, MemoryMB: 2048, CPUs: 1, PidsLimit: 256,
 			LogCapKB: 1024, Retries: 2, Hosts: []string{}, Image: "swetui/mini:latest",
 			Kubernetes: Kubernetes{ImagePullPolicy: "IfNotPresent", ImagePullSecrets: []string{}},

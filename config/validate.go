@@ -177,6 +177,9 @@ func Validate(cfg Config) error {
 	positive("reward.max_patch_kb", w.MaxPatchKB)
 	positive("reward.max_patch_files", w.MaxPatchFiles)
 	positive("reward.max_patch_hunks", w.MaxPatchHunks)
+	unit("reward.verifier_skip_below", w.VerifierSkipBelow)
+	unit("reward.verifier_audit", w.VerifierAudit)
+	unit("reward.verifier_max_miss", w.VerifierMaxMiss)
 
 	b := cfg.Sandbox
 	positive("sandbox.workers", b.Workers)

@@ -78,6 +78,11 @@ type Metrics struct {
 	NoopRate      float64 `json:"reward/noop_rate"`         // share of no-op patches
 	HunkRate      float64 `json:"reward/hunk_applied_rate"` // hunks applying over hunks, where counted
 	InfraFailures int     `json:"reward/infra_failures"`
+	// The verifier's gate in front of Docker (reward.verifier): patches
+	// not run, audited, and audited ones that resolved (its misses).
+	VerifierSpared int `json:"verifier/spared,omitempty"`
+	VerifierAudits int `json:"verifier/audits,omitempty"`
+	VerifierMisses int `json:"verifier/misses,omitempty"`
 	// Counts under the original recipe's dashboard names.
 	PatchesNonEmpty int     `json:"swebrl/patches_nonempty"`   // completions with a patch extracted
 	PatchesApplied  int     `json:"swebrl/patches_applied"`    // completions whose patch applied

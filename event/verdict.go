@@ -2,6 +2,12 @@ package event
 
 import "time"
 
+// What the verifier's gate did with a patch (Verdict.Gate).
+const (
+	GateSpared  = "spared"
+	GateAudited = "audited"
+)
+
 // Verdict is one completion's score with every component that led to it, so
 // that a reward can always be explained. The reward engine makes it; the
 // trainer, rollouts.jsonl, the score report and the console carry it as is.
@@ -19,6 +25,14 @@ type Verdict struct {
 	// Oversize: the patch breaks reward.max_patch_* (SyntaxError says
 	// which): its own failure, scored before anything applies it.
 	Oversize bool `json:"oversize,omitempty"`
+
+	// Gate is what the verifier's gate in front of Docker did with it
+	// (reward.verifier): GateSpared (not run: it earns what an applied,
+	// unresolved patch earns), GateAudited (run though the verifier would
+	// have spared it) or "" (run, or no gate); VerifierScore is the
+	// verifier's probability that it resolves, where one scored it.
+	Gate          string   `json:"verifier_gate,omitempty"`
+	VerifierScore *float64 `json:"verifier_score,omitempty"`
 
 	// Apply check (phases apply-only and docker).
 	ApplyChecked bool   `json:"apply_checked"`

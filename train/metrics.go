@@ -33,6 +33,13 @@ func rewardMetrics(groups []*group, stdEps float64) (event.Metrics, GroupStats) 
 			m.PatchesNonEmpty += int(b2f(v.Patch != ""))
 			m.PatchesApplied += int(b2f(v.Applied))
 			m.TestsPassed += v.F2PPassed + v.P2PPassed
+			switch v.Gate {
+			case event.GateSpared:
+				m.VerifierSpared++
+			case event.GateAudited:
+				m.VerifierAudits++
+				m.VerifierMisses += int(b2f(v.Resolved))
+			}
 			n++
 		}
 	}

@@ -33,3 +33,14 @@ func TestRewardMetricsShaping(t *testing.T) {
 		}
 	}
 }
+
+// The verifier gate's counts: spared, audited, and audited ones that
+// resolved (its misses).
+func TestRewardMetricsGate(t *testing.T) {
+	groups := []*group{{verdicts: []event.Verdict{{Gate: event.GateSpared}, {Gate: event.GateSpared}, {Gate: event.GateAudited, Resolved: true},
+		{Gate: event.GateAudited}, {Resolved: true}}}}
+	m, _ := rewardMetrics(groups, 1e-6)
+	if m.VerifierSpared != 2 || m.VerifierAudits != 2 || m.VerifierMisses != 1 {
+		t.Errorf("spared %d audits %d misses %d, want 2 2 1", m.VerifierSpared, m.VerifierAudits, m.VerifierMisses)
+	}
+}

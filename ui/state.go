@@ -139,7 +139,10 @@ func (s runState) String() string { return stateWords[s] }
 // state is everything the console knows about the run. The root model owns it
 // and applies events to it; panes read it and keep only their view state.
 type state struct {
-	now func() time.Time
+	// gate counts the verifier gate's docker runs spared, audits and
+	// misses over the run as watched (reward.verifier).
+	gate struct{ spared, audits, misses int }
+	now  func() time.Time
 
 	info     event.RunInfo
 	haveInfo bool
@@ -340,6 +343,9 @@ func (s *state) apply(ev event.Event) {
 	case event.StepFinished:
 		s.finished, s.inFlight, s.version = e.Step, false, e.Version
 		s.history.Push(point{Step: e.Step, M: e.Metrics, Dur: e.Duration})
+		s.gate.spared += e.Metrics.VerifierSpared
+		s.gate.audits += e.Metrics.VerifierAudits
+		s.gate.misses += e.Metrics.VerifierMisses
 		s.logf(event.Info, "step %d: reward %.3f max %.3f, applied %.0f%%, resolved %.0f%%, loss %.4f, kl %.4f",
 			e.Step, e.Metrics.RewardMean, e.Metrics.RewardMax, 100*e.Metrics.ApplyRate,
 			100*e.Metrics.ResolvedRate, e.Metrics.Loss, e.Metrics.KL)
