@@ -140,3 +140,19 @@ type TestsStatus struct {
 	FailToFail SuccessFailure `json:"FAIL_TO_FAIL"`
 	PassToFail SuccessFailure `json:"PASS_TO_FAIL"`
 }
+
+// VerifierSure is how far from 0.5 a verifier's score must be for its
+// disagreement with the grader to be flagged.
+const VerifierSure = 0.9
+
+// VerifierDisagrees reports whether a verifier sure of v (VerifierSure
+// either way) was contradicted by the grader: where reward hacking or a
+// broken test shows first. A spared patch was not graded in Docker, and an
+// infrastructure failure graded nothing: neither disagrees.
+func (v Verdict) VerifierDisagrees() bool {
+	if v.VerifierScore == nil || v.Infra || v.Gate == GateSpared {
+		return false
+	}
+	p := *v.VerifierScore
+	return p >= VerifierSure && !v.Resolved || p <= 1-VerifierSure && v.Resolved
+}

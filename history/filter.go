@@ -31,8 +31,12 @@ type Filter struct {
 	End                string
 	MinTurns, MaxTurns int
 	Command            string
-	SortBy             string // "step" (default), "reward", "advantage"
-	Descending         bool
+	// Verifier is the verifier's part: "disagree" (sure, and the grader
+	// decided otherwise: event.Verdict.VerifierDisagrees), "spared",
+	// "audited" or "scored" (read from the file); "" any.
+	Verifier   string
+	SortBy     string // "step" (default), "reward", "advantage"
+	Descending bool
 }
 
 // NoFilter selects every completion in step order.
@@ -46,7 +50,10 @@ const Unfinished = "unfinished"
 
 // readsLines reports whether f needs the completions' lines, not only the
 // index.
-func (f Filter) readsLines() bool { return f.Text != "" || f.Command != "" }
+func (f Filter) readsLines() bool { return f.Text != "" || f.Command != "" || f.Verifier != "" }
+
+// VerifierWords are what verifier= takes.
+var VerifierWords = []string{"disagree", "spared", "audited", "scored"}
 
 // endTest is the test of Filter.End on an Entry, nil for "".
 func endTest(end string) (func(*Entry) bool, error) {
@@ -70,6 +77,20 @@ func (f Filter) matchesLine(c *event.CompletionScored) bool {
 	}
 	if f.Text != "" && !hasText(c, f.Text) {
 		return false
+	}
+	switch v := c.Verdict; f.Verifier {
+	case "disagree":
+		if !v.VerifierDisagrees() {
+			return false
+		}
+	case "spared", "audited":
+		if v.Gate != f.Verifier {
+			return false
+		}
+	case "scored":
+		if v.VerifierScore == nil {
+			return false
+		}
 	}
 	if f.Command != "" {
 		want := strings.ToLower(f.Command)
@@ -220,6 +241,11 @@ func ParseFilter(s string) (Filter, error) {
 			f.Text = v
 		case "cmd", "command":
 			f.Command = v
+		case "verifier":
+			if !slices.Contains(VerifierWords, v) {
+				return f, fmt.Errorf("filter %q: verifier=%s", w, strings.Join(VerifierWords, "|"))
+			}
+			f.Verifier = v
 		case "end":
 			if _, err := endTest(v); err != nil || v == "" {
 				return f, fmt.Errorf("filter %q: end=%s, or end=%s", w, strings.Join(Ends, "|"), Unfinished)

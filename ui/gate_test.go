@@ -23,3 +23,35 @@ func TestHeaderShowsTheGate(t *testing.T) {
 		t.Errorf("header %q lacks %q", h.line2(), want)
 	}
 }
+
+// The Group pane shows each completion's verifier score beside its
+// reward, what the gate did, and flags a sure verifier the grader
+// contradicted.
+func TestGroupRowShowsTheVerifier(t *testing.T) {
+	p := &groupPane{frame: frame{w: 160}}
+	score := func(x float64) *float64 { return &x }
+	for _, tt := range []struct {
+		v    event.Verdict
+		want []string
+		not  []string
+	}{
+		{event.Verdict{InstanceID: "a__x-1"}, nil, []string{"verifier"}},
+		{event.Verdict{InstanceID: "a__x-1", VerifierScore: score(0.95)}, []string{"verifier 0.95", "VERIFIER DISAGREES"}, nil},
+		{event.Verdict{InstanceID: "a__x-1", Resolved: true, VerifierScore: score(0.95)}, []string{"verifier 0.95"}, []string{"DISAGREES"}},
+		{event.Verdict{InstanceID: "a__x-1", VerifierScore: score(0.03), Gate: event.GateSpared}, []string{"verifier 0.03 spared"}, []string{"DISAGREES"}},
+		{event.Verdict{InstanceID: "a__x-1", Resolved: true, VerifierScore: score(0.03), Gate: event.GateAudited},
+			[]string{"verifier 0.03 audited", "VERIFIER DISAGREES"}, nil},
+	} {
+		row := p.row(&event.CompletionScored{Verdict: tt.v})
+		for _, w := range tt.want {
+			if !strings.Contains(row, w) {
+				t.Errorf("%+v: row %q lacks %q", tt.v, row, w)
+			}
+		}
+		for _, w := range tt.not {
+			if strings.Contains(row, w) {
+				t.Errorf("%+v: row %q holds %q", tt.v, row, w)
+			}
+		}
+	}
+}

@@ -261,6 +261,15 @@ func (p *groupPane) row(c *event.CompletionScored) string {
 	if c.Masked {
 		extra = append(extra, "masked: not trained on")
 	}
+	if s := b.VerifierScore; s != nil {
+		extra = append(extra, fmt.Sprintf("verifier %.2f", *s))
+		if b.Gate != "" {
+			extra[len(extra)-1] += " " + b.Gate
+		}
+		if b.VerifierDisagrees() {
+			extra = append(extra, "VERIFIER DISAGREES")
+		}
+	}
 	return fmt.Sprintf("  %-24s %3d %s %6s %-10s %5s %5s %4s %+7.3f %5d  %s",
 		cut(c.Verdict.InstanceID, 24), c.Index, rewardCell(c, 7), orDash(b.Form, "-"), cut(applied, 10),
 		frac(b.F2PPassed, b.F2PTotal), frac(b.P2PPassed, b.P2PTotal), yes(b.Resolved),
