@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/serve"
+	"github.com/swetui/swetui/serve/client"
 	"github.com/swetui/swetui/task"
 )
 
@@ -92,6 +94,9 @@ func TestVerifierTrain(t *testing.T) {
 	if code, body := call(t, "POST", srv.url+"/v1/verify", serve.ScoreRequest{InstanceID: tasks[0].InstanceID, Patches: []string{tasks[0].Patch, ""}}, &v); code != 200 ||
 		len(v.Scores) != 2 || v.Scores[0] < 0 || v.Scores[0] > 1 || v.Scores[1] < 0 || v.Scores[1] > 1 {
 		t.Errorf("POST /v1/verify: %d %s", code, body)
+	}
+	if r, err := (&client.Client{URL: srv.url}).Verify(context.Background(), serve.ScoreRequest{InstanceID: tasks[0].InstanceID, Patches: []string{tasks[0].Patch}}); err != nil || len(r.Scores) != 1 {
+		t.Errorf("the Go client's Verify: %+v %v", r, err)
 	}
 	empty := t.TempDir()
 	for _, tt := range []struct {

@@ -46,6 +46,14 @@ func (c *Client) Score(ctx context.Context, req serve.ScoreRequest) (serve.Score
 	return resp, err
 }
 
+// Verify scores req's patches with the server's verifier, none of them
+// run (swetui serve --verifier); a server without one answers 404.
+func (c *Client) Verify(ctx context.Context, req serve.ScoreRequest) (serve.VerifyResponse, error) {
+	var resp serve.VerifyResponse
+	err := c.do(ctx, http.MethodPost, "/v1/verify", req, &resp, true)
+	return resp, err
+}
+
 // Session is an open agent session.
 type Session struct {
 	c *Client
