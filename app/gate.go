@@ -65,6 +65,14 @@ func (g *Gate) ScoreDiffs(ctx context.Context, inst *task.Instance, diffs []stri
 	return g.grade(ctx, inst, diffs, phase, g.Grader.ScoreDiffs)
 }
 
+// Swap puts v in the old verifier's place (a refreshed one) for the
+// groups graded from now on.
+func (g *Gate) Swap(v PatchVerifier) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.Verifier = v
+}
+
 // Off reports whether the miss rate turned the gate off.
 func (g *Gate) Off() bool {
 	g.mu.Lock()
@@ -89,7 +97,10 @@ func (g *Gate) grade(ctx context.Context, inst *task.Instance, texts []string, p
 			applied, patches = append(applied, i), append(patches, v.Patch)
 		}
 	}
-	scores, err := g.Verifier.Verify(ctx, inst, patches)
+	g.mu.Lock()
+	v := g.Verifier
+	g.mu.Unlock()
+	scores, err := v.Verify(ctx, inst, patches)
 	if err != nil {
 		return nil, fmt.Errorf("verifier gate %s: %w", inst.InstanceID, err)
 	}

@@ -56,6 +56,7 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 		return nil, fmt.Errorf("curriculum.phase=docker needs Docker: %w", dockerErr)
 	}
 	var grader Grader = scorer
+	var refresh *refresher
 	if cfg.Reward.Verifier != "" {
 		v, err := OpenVerifier(ctx, cfg, cfg.Reward.Verifier)
 		if err != nil {
@@ -69,6 +70,15 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 		})
 		r.note(event.Info, fmt.Sprintf("verifier gate: in the docker phase a patch that applies and that %s puts below %.2f is not run in Docker, but for %.0f%% audited (off past %.0f%% misses)",
 			cfg.Reward.Verifier, cfg.Reward.VerifierSkipBelow, 100*cfg.Reward.VerifierAudit, 100*cfg.Reward.VerifierMaxMiss))
+		if every := cfg.Reward.VerifierRefreshSteps; every > 0 {
+			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			refresh = &refresher{every: every, gate: grader.(*Gate), train: trainRefresh(cfg), ctx: rctx, say: func(lvl event.Level, text string) {
+				if bus != nil {
+					bus.Publish(event.Message{Level: lvl, Time: time.Now(), Text: text})
+				}
+			}}
+			r.onClose(cancel, refresh.close) // a refresh under way stops with the run
+		}
 	}
 
 	m, err := ws.NewModel()
@@ -129,6 +139,13 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 		deps.LoRARank = l.Cfg.Rank
 	}
 	// The sessions' pool is the scorer's: a run's sandboxes on the same hosts.
+	if refresh != nil {
+		var next event.Publisher = event.Discard
+		if bus != nil {
+			next = bus
+		}
+		deps.Events = stepTap{Publisher: next, stepEnded: refresh.stepEnded}
+	}
 	deps.Rollouts, err = ws.Player(func() (*sandbox.Pool, error) { return pool, dockerErr }, grader, SampleOptions(cfg), cfg.Agent.Turns)
 	if err != nil {
 		return nil, err

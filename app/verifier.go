@@ -295,8 +295,12 @@ func (v *Verifier) Score(ctx context.Context, issue string, e verifier.Example) 
 	return verifier.Sigmoid((lp[0][0] - lp[1][0]) / t), nil
 }
 
-// Close frees the verifier's device.
-func (v *Verifier) Close() { v.on.Close() }
+// Close frees the verifier's device, once a score under way is done.
+func (v *Verifier) Close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.on.Close()
+}
 
 // BestOfN is best-of-N's measure: of the tasks, how many the first sample
 // resolves, how many the verifier's pick does, and how many any sample

@@ -109,6 +109,9 @@ func evalRun(ctx context.Context, env Env, o evalOptions) error {
 		fmt.Fprintf(env.Stderr, "memory plan:\n%s", ev.Policy.Plan)
 	}
 	base := strings.TrimSuffix(o.Out, filepath.Ext(o.Out))
+	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
 	preds, err := os.Create(o.Out)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)

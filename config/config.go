@@ -332,6 +332,11 @@ type Reward struct {
 	VerifierSkipBelow float64 `toml:"verifier_skip_below"`
 	VerifierAudit     float64 `toml:"verifier_audit"`
 	VerifierMaxMiss   float64 `toml:"verifier_max_miss"`
+	// VerifierRefreshSteps, when above 0, retrains the verifier from the
+	// run's own docker verdicts every that many steps, in the background on
+	// the CPU (from reward.verifier's checkpoint), and swaps it into the
+	// gate once trained: a step never waits for it.
+	VerifierRefreshSteps int `toml:"verifier_refresh_steps"`
 }
 
 // Sandbox configures the Docker reward pool.

@@ -180,6 +180,9 @@ func Validate(cfg Config) error {
 	unit("reward.verifier_skip_below", w.VerifierSkipBelow)
 	unit("reward.verifier_audit", w.VerifierAudit)
 	unit("reward.verifier_max_miss", w.VerifierMaxMiss)
+	check(w.VerifierRefreshSteps < 0, "reward.verifier_refresh_steps", w.VerifierRefreshSteps, "must be 0 or more")
+	check(w.VerifierRefreshSteps > 0 && w.Verifier == "", "reward.verifier_refresh_steps", w.VerifierRefreshSteps,
+		"needs reward.verifier: the checkpoint each refresh starts from")
 
 	b := cfg.Sandbox
 	positive("sandbox.workers", b.Workers)

@@ -1,6 +1,9 @@
 package history
 
-import "path/filepath"
+import (
+	"fmt"
+	"path/filepath"
+)
 
 // RunDir is a run's folder (run.out_dir): the one place that names what
 // it holds. Other packages ask it for a path; none spells one.
@@ -13,6 +16,7 @@ const (
 	SFTDir         = "sft"            // the finished warm start's checkpoint
 	TokenizerFile  = "tokenizer.json" // the tokenizer swetui trained for the run
 	ExportsDir     = "exports"        // what `swetui view` exports
+	VerifierDir    = "verifier"       // the verifiers a run retrained (reward.verifier_refresh_steps)
 )
 
 func (d RunDir) path(name string) string { return filepath.Join(string(d), name) }
@@ -32,6 +36,12 @@ func (d RunDir) Tokenizer() string { return d.path(TokenizerFile) }
 
 // Exports is the folder `swetui view` writes patches and selections to.
 func (d RunDir) Exports() string { return d.path(ExportsDir) }
+
+// Verifier is where a run's refreshed verifier of step lives
+// (reward.verifier_refresh_steps): verifier/step-NNNNNNNN.
+func (d RunDir) Verifier(step int) string {
+	return filepath.Join(d.path(VerifierDir), fmt.Sprintf("step-%08d", step))
+}
 
 // Metrics, Rollouts and Events are the history's files.
 func (d RunDir) Metrics() string  { return d.path(MetricsFile) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,9 +30,11 @@ type Example struct {
 const maxSummaryCommands = 12
 
 // Labels reads the docker-phase verdicts of the run in dir (its
-// rollouts.jsonl): each graded candidate that is not an infrastructure
-// failure is an example, labelled resolved or not. A folder without any is
-// an error naming the file.
+// rollouts.jsonl): each candidate a container graded (not an
+// infrastructure failure, not one the verifier's gate spared) is an
+// example, labelled resolved or not. A last line without its newline is
+// one a run still training is writing, left for later. A folder without
+// any is an error naming the file.
 func Labels(dir string) ([]Example, error) {
 	path := filepath.Join(dir, history.RolloutsFile)
 	f, err := os.Open(path)
@@ -40,24 +43,27 @@ func Labels(dir string) ([]Example, error) {
 	}
 	defer f.Close()
 	var out []Example
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	r := bufio.NewReaderSize(f, 1<<20)
 	lines := 0
-	for sc.Scan() {
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			break // a last line without its newline is being written (a run still training): not read yet
+		}
+		if err != nil {
+			return nil, fmt.Errorf("verifier labels: %s: %w", path, err)
+		}
 		lines++
 		var c event.CompletionScored
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+		if err := json.Unmarshal(line, &c); err != nil {
 			return nil, fmt.Errorf("verifier labels: %s:%d: %w", path, lines, err)
 		}
 		v := c.Verdict
-		if v.Phase != "docker" || v.Infra { // the infrastructure's failure says nothing of the patch
+		if v.Phase != "docker" || v.Infra || v.Gate == event.GateSpared { // no container graded these
 			continue
 		}
 		out = append(out, Example{InstanceID: v.InstanceID, Patch: v.Patch, Summary: Summary(c.Agent), Resolved: v.Resolved,
 			Applied: v.Applied, Where: fmt.Sprintf("%s:%d", path, lines)})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("verifier labels: %s: %w", path, err)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("verifier labels: %s holds no docker-phase verdict (%d lines): the verifier learns from the docker phase's grades", path, lines)

@@ -152,6 +152,19 @@ func TestLabels(t *testing.T) {
 	if e := exs[1]; e.Resolved || e.Summary != "The agent ran 2 turns and ended: turn_limit.\n$ ls -la  (exit 0)" {
 		t.Errorf("the trajectory: %+v", e)
 	}
+	// A run still training: its last line is being written; and a patch
+	// the gate spared was graded by no container.
+	spared, _ := json.Marshal(event.CompletionScored{Verdict: event.Verdict{InstanceID: "a__x-3", Phase: "docker", Applied: true, Gate: event.GateSpared}})
+	growing := writeRollouts(t, string(spared), event.CompletionScored{Verdict: event.Verdict{InstanceID: "a__x-1", Phase: "docker", Patch: "p\n"}})
+	f, err := os.OpenFile(filepath.Join(growing, history.RolloutsFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"verdict": {"instance_id": "a__x-2", "pha`)
+	f.Close()
+	if exs, err := Labels(growing); err != nil || len(exs) != 1 || exs[0].InstanceID != "a__x-1" {
+		t.Errorf("a growing rollouts.jsonl: %+v %v, want the one whole, graded line", exs, err)
+	}
 	for _, tt := range []struct {
 		name string
 		dir  string
