@@ -220,15 +220,11 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 	// The body's bytes count against serve.inflight_mb from before it is
 	// read until the last use of its patches (which a request past its
 	// deadline leaves to the scoring still running).
-	size := s.opts.MaxBody
-	if r.ContentLength >= 0 && r.ContentLength < size {
-		size = r.ContentLength
-	}
-	if !s.bodies.take(size) {
-		s.refuse(ctx, w, r, fmt.Sprintf("a body of %d bytes", size), errBudget)
+	give, ok := s.takeBody(ctx, w, r)
+	if !ok {
 		return
 	}
-	held := newHold(func() { s.bodies.give(size) })
+	held := newHold(give)
 	defer held.done()
 	p, err := s.parse(w, r, true)
 	if err != nil {
@@ -552,6 +548,21 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, h)
 }
 
+// takeBody takes r's body's bytes (its length, or serve.max_body_kb when
+// unknown) against serve.inflight_mb, or refuses r (429) when they are not
+// free; give returns them.
+func (s *Server) takeBody(ctx context.Context, w http.ResponseWriter, r *http.Request) (give func(), ok bool) {
+	size := s.opts.MaxBody
+	if r.ContentLength >= 0 && r.ContentLength < size {
+		size = r.ContentLength
+	}
+	if !s.bodies.take(size) {
+		s.refuse(ctx, w, r, fmt.Sprintf("a body of %d bytes", size), errBudget)
+		return nil, false
+	}
+	return func() { s.bodies.give(size) }, true
+}
+
 // handleVerify answers POST /v1/verify: a score request's body, scored by
 // the verifier alone (no container, no cache), within the request's
 // deadline; 404 on a server started without one.
@@ -568,15 +579,11 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 	defer cancel()
-	size := s.opts.MaxBody
-	if r.ContentLength >= 0 && r.ContentLength < size {
-		size = r.ContentLength
-	}
-	if !s.bodies.take(size) {
-		s.refuse(ctx, w, r, fmt.Sprintf("a body of %d bytes", size), errBudget)
+	give, ok := s.takeBody(ctx, w, r)
+	if !ok {
 		return
 	}
-	defer s.bodies.give(size)
+	defer give()
 	p, err := s.parse(w, r, false)
 	if err != nil {
 		s.answerError(w, "POST /v1/verify", err)
