@@ -182,6 +182,29 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseAround parses fs's flags before, between and after the other
+// arguments: folders (positional) and overrides (key.path=value, which a
+// folder's name never is here).
+func parseAround(fs *flag.FlagSet, args []string) (positional, overrides []string, err error) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, nil, err
+			}
+			return nil, nil, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			return positional, overrides, nil
+		}
+		if a := fs.Arg(0); strings.Contains(a, "=") {
+			overrides = append(overrides, a)
+		} else {
+			positional = append(positional, a)
+		}
+		args = fs.Args()[1:]
+	}
+}
+
 // configFlag registers --config and returns a loader for the resolved config.
 func configFlag(fs *flag.FlagSet, env Env) func(overrides []string) (config.Config, error) {
 	path := fs.String("config", "", "config file (default ./config.toml if present, else the built-in defaults)")

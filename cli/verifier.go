@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/swetui/swetui/app"
 	"github.com/swetui/swetui/config"
@@ -33,22 +32,9 @@ func newVerifierOptions(env Env, args []string) (verifierOptions, error) {
 		}
 		return verifierOptions{}, UsageErrorf("verifier: want `verifier train RUN_DIR... --ckpt C`")
 	}
-	var runs, overrides []string
-	for args = args[1:]; ; args = fs.Args()[1:] {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return verifierOptions{}, err
-			}
-			return verifierOptions{}, usageError{err}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if a := fs.Arg(0); strings.Contains(a, "=") {
-			overrides = append(overrides, a)
-		} else {
-			runs = append(runs, a)
-		}
+	runs, overrides, err := parseAround(fs, args[1:])
+	if err != nil {
+		return verifierOptions{}, err
 	}
 	if len(runs) == 0 {
 		return verifierOptions{}, UsageErrorf("verifier train: name at least one run folder whose docker-phase verdicts it learns from")

@@ -2,9 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/swetui/swetui/history"
@@ -26,18 +25,12 @@ func newViewOptions(env Env, args []string) (viewOptions, error) {
 	follow := fs.Duration("follow", time.Second, "how often to look for what a run still training wrote")
 	list := fs.Bool("list", false, "print the selected completions, one line each, instead of the console (also when stdout is not a terminal)")
 	// The folder may come before or after the flags.
-	var dirs []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return viewOptions{}, err
-			}
-			return viewOptions{}, usageError{err}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		dirs, args = append(dirs, fs.Arg(0)), fs.Args()[1:]
+	dirs, overrides, err := parseAround(fs, args)
+	if err != nil {
+		return viewOptions{}, err
+	}
+	if len(overrides) > 0 {
+		return viewOptions{}, UsageErrorf("view takes no config overrides (%s)", strings.Join(overrides, " "))
 	}
 	if len(dirs) != 1 {
 		return viewOptions{}, UsageErrorf("view takes one run folder (run.out_dir), got %d", len(dirs))
