@@ -135,10 +135,13 @@ exit $s`
 // signalling one succeeds, and on a busy host the init may not have
 // reaped it yet. A process it may not signal (another user's) is passed
 // over before its state is read. Only shell builtins, so it forks nothing
-// itself.
+// itself. Its rounds are bounded high (20000, seconds of work): the time
+// bound is the caller's (killBound), since a process killed on a loaded
+// node can take longer to leave than 200 tight rounds, which lost a Pod's
+// session once in CI.
 const killScript = `round=0
 freeze=; [ "${2:-/proc}" = /proc ] && freeze=1
-while [ $round -lt 200 ]; do
+while [ $round -lt 20000 ]; do
   round=$((round+1))
   [ -n "$freeze" ] && kill -STOP -1 2>/dev/null
   n=0
