@@ -33,7 +33,7 @@ type Filter struct {
 	Command            string
 	// Verifier is the verifier's part: "disagree" (sure, and the grader
 	// decided otherwise: event.Verdict.VerifierDisagrees), "spared",
-	// "audited" or "scored" (read from the file); "" any.
+	// "audited" or "scored"; "" any.
 	Verifier   string
 	SortBy     string // "step" (default), "reward", "advantage"
 	Descending bool
@@ -50,10 +50,12 @@ const Unfinished = "unfinished"
 
 // readsLines reports whether f needs the completions' lines, not only the
 // index.
-func (f Filter) readsLines() bool { return f.Text != "" || f.Command != "" || f.Verifier != "" }
+func (f Filter) readsLines() bool { return f.Text != "" || f.Command != "" }
 
-// VerifierWords are what verifier= takes.
+// VerifierWords are what verifier= takes, and their Entry bits.
 var VerifierWords = []string{"disagree", "spared", "audited", "scored"}
+
+var verifierBits = map[string]uint32{"disagree": VerifierDisagrees, "spared": VerifierSpared, "audited": VerifierAudited, "scored": VerifierScored}
 
 // endTest is the test of Filter.End on an Entry, nil for "".
 func endTest(end string) (func(*Entry) bool, error) {
@@ -77,20 +79,6 @@ func (f Filter) matchesLine(c *event.CompletionScored) bool {
 	}
 	if f.Text != "" && !hasText(c, f.Text) {
 		return false
-	}
-	switch v := c.Verdict; f.Verifier {
-	case "disagree":
-		if !v.VerifierDisagrees() {
-			return false
-		}
-	case "spared", "audited":
-		if v.Gate != f.Verifier {
-			return false
-		}
-	case "scored":
-		if v.VerifierScore == nil {
-			return false
-		}
 	}
 	if f.Command != "" {
 		want := strings.ToLower(f.Command)
@@ -155,6 +143,9 @@ func (ix *Index) Select(f Filter, read func(Entry) *event.CompletionScored) ([]i
 	if err != nil {
 		return nil, err
 	}
+	if f.Verifier != "" && verifierBits[f.Verifier] == 0 {
+		return nil, fmt.Errorf("history: no verifier=%s (one of %s)", f.Verifier, strings.Join(VerifierWords, ", "))
+	}
 	agentOnly := end != nil || f.MinTurns >= 0 || f.MaxTurns >= 0 || f.Command != ""
 	phase := -1
 	if f.Phase != "" {
@@ -188,7 +179,8 @@ func (ix *Index) Select(f Filter, read func(Entry) *event.CompletionScored) ([]i
 			agentOnly && !e.Agent(),
 			end != nil && !end(e),
 			f.MinTurns >= 0 && int(e.Turns) < f.MinTurns,
-			f.MaxTurns >= 0 && int(e.Turns) > f.MaxTurns:
+			f.MaxTurns >= 0 && int(e.Turns) > f.MaxTurns,
+			f.Verifier != "" && !e.Has(verifierBits[f.Verifier]):
 			continue
 		}
 		if f.readsLines() && (read == nil || !f.matchesLine(read(*e))) {

@@ -46,6 +46,13 @@ const (
 	Flagged // a costly hack flag
 	Undone  // a flag the eval's reset undid
 	Empty   // no text at all
+	// The verifier gate's (reward.verifier): the verifier scored it, the
+	// gate spared its container, audited it, and the verifier was sure
+	// and the grader decided otherwise (event.Verdict.VerifierDisagrees).
+	VerifierScored
+	VerifierSpared
+	VerifierAudited
+	VerifierDisagrees
 )
 
 // hackBit is the bit of each hack flag, above the outcome bits.
@@ -127,7 +134,7 @@ type Index struct {
 }
 
 const (
-	indexMagic = "SWIDX2\n" // 2: entries hold the agent's end and turns
+	indexMagic = "SWIDX3\n" // 2: entries hold the agent's end and turns; 3: the verifier's bits
 	tailLen    = 64
 )
 
@@ -239,6 +246,8 @@ type indexLine struct {
 		Infra       bool     `json:"infra_failure"`
 		Hacks       []string `json:"hacks"`
 		HacksUndone []string `json:"hacks_undone"`
+		Gate        string   `json:"verifier_gate"`
+		Score       *float64 `json:"verifier_score"`
 	} `json:"verdict"`
 	Agent *struct {
 		End   string     `json:"end"`
@@ -258,7 +267,9 @@ func (ix *Index) entry(line []byte) (Entry, bool) {
 		on  bool
 		bit uint32
 	}{{v.SyntaxOK, Valid}, {v.Applied, Applied}, {v.Resolved, Resolved}, {v.Noop, Noop}, {v.Infra, Infra},
-		{l.Truncated, Truncated}, {len(v.Hacks) > 0, Flagged}, {len(v.HacksUndone) > 0, Undone}, {!v.NonEmpty, Empty}} {
+		{l.Truncated, Truncated}, {len(v.Hacks) > 0, Flagged}, {len(v.HacksUndone) > 0, Undone}, {!v.NonEmpty, Empty},
+		{v.Score != nil, VerifierScored}, {v.Gate == event.GateSpared, VerifierSpared}, {v.Gate == event.GateAudited, VerifierAudited},
+		{event.Verdict{VerifierScore: v.Score, Gate: v.Gate, Infra: v.Infra, Resolved: v.Resolved}.VerifierDisagrees(), VerifierDisagrees}} {
 		if b.on {
 			e.Flags |= b.bit
 		}

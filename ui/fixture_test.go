@@ -219,3 +219,45 @@ func checkFrame(t *testing.T, view string, w, h int) {
 		}
 	}
 }
+
+// gatedEvents is runEvents of a run in the docker phase behind a verifier
+// gate (reward.verifier), as app.Gate marks its verdicts: every applied
+// patch scored, the unresolved one spared (its apply-only verdict), and in
+// every fifth step an audited one the grader resolved (a miss the
+// verifier was sure of). Only applied patches carry a score.
+func gatedEvents(steps int) []event.Event {
+	evs := runEvents(steps)
+	score := func(x float64) *float64 { return &x }
+	for i, ev := range evs {
+		switch e := ev.(type) {
+		case event.RunInfo:
+			e.Phase, e.Auto = "docker", false
+			evs[i] = e
+		case event.StepStarted:
+			e.Phase = "docker"
+			evs[i] = e
+		case event.CompletionScored:
+			e.Verdict.Phase = "docker"
+			if e.Verdict.Applied && !e.Verdict.Infra {
+				switch {
+				case e.Index == 0 && e.Step%5 == 0:
+					e.Verdict.VerifierScore, e.Verdict.Gate = score(0.04), event.GateAudited
+				case e.Index == 0:
+					e.Verdict.VerifierScore = score(0.93)
+				default:
+					e.Verdict.VerifierScore, e.Verdict.Gate = score(0.06), event.GateSpared
+					e.Verdict.F2PPassed, e.Verdict.P2PPassed = 0, 0 // its apply-only verdict
+				}
+			}
+			evs[i] = e
+		case event.StepFinished:
+			e.Phase = "docker"
+			e.Metrics.VerifierSpared = 1
+			if e.Step%5 == 0 {
+				e.Metrics.VerifierAudits, e.Metrics.VerifierMisses = 2, 2
+			}
+			evs[i] = e
+		}
+	}
+	return evs
+}

@@ -35,12 +35,12 @@ func TestGroupRowShowsTheVerifier(t *testing.T) {
 		want []string
 		not  []string
 	}{
-		{event.Verdict{InstanceID: "a__x-1"}, nil, []string{"verifier"}},
-		{event.Verdict{InstanceID: "a__x-1", VerifierScore: score(0.95)}, []string{"verifier 0.95", "VERIFIER DISAGREES"}, nil},
-		{event.Verdict{InstanceID: "a__x-1", Resolved: true, VerifierScore: score(0.95)}, []string{"verifier 0.95"}, []string{"DISAGREES"}},
-		{event.Verdict{InstanceID: "a__x-1", VerifierScore: score(0.03), Gate: event.GateSpared}, []string{"verifier 0.03 spared"}, []string{"DISAGREES"}},
+		{event.Verdict{InstanceID: "a__x-1"}, nil, []string{"v=", "DISAGREES"}},
+		{event.Verdict{InstanceID: "a__x-1", VerifierScore: score(0.95)}, []string{"DISAGREES v=0.95"}, nil},
+		{event.Verdict{InstanceID: "a__x-1", Resolved: true, VerifierScore: score(0.95)}, []string{"v=0.95"}, []string{"DISAGREES"}},
+		{event.Verdict{InstanceID: "a__x-1", VerifierScore: score(0.03), Gate: event.GateSpared}, []string{"v=0.03 spared"}, []string{"DISAGREES"}},
 		{event.Verdict{InstanceID: "a__x-1", Resolved: true, VerifierScore: score(0.03), Gate: event.GateAudited},
-			[]string{"verifier 0.03 audited", "VERIFIER DISAGREES"}, nil},
+			[]string{"DISAGREES v=0.03 audited"}, nil},
 	} {
 		row := p.row(&event.CompletionScored{Verdict: tt.v})
 		for _, w := range tt.want {

@@ -116,6 +116,12 @@ func TestGolden(t *testing.T) {
 			press(m, "pgup", "k")
 		}},
 		{"gpus", func(t *testing.T, m *Model) { feed(m, runEvents(40)...); feed(m, gpuEvents(39, 40)...) }},
+		{"verifier_gate", func(t *testing.T, m *Model) { feed(m, gatedEvents(40)...) }},
+		{"verifier_gate_zoom_group", func(t *testing.T, m *Model) {
+			feed(m, gatedEvents(40)...)
+			focusOn(t, m, "Group")
+			press(m, "enter")
+		}},
 		{"second_worker", func(t *testing.T, m *Model) {
 			zoomOn("Containers")(t, m)
 			press(m, "l")

@@ -180,7 +180,7 @@ func (p *groupPane) header() string {
 		return fmt.Sprintf("  %-24s %3s %7s %6s %-10s %5s %5s %4s %7s %5s  %s",
 			"task", "#", "reward", "diff", "applied", "F2P", "P2P", "res", "adv", "tok", "flags")
 	}
-	return fmt.Sprintf("  %-5s %7s %7s %5s %s", "t.#", "reward", "adv", "tok", "VARTIH")
+	return fmt.Sprintf("  %-5s %7s %7s %5s %s", "t.#", "reward", "adv", "tok", flagLetters)
 }
 
 // resolvedInfo is the Group title's count of resolved completions in agent
@@ -262,13 +262,15 @@ func (p *groupPane) row(c *event.CompletionScored) string {
 		extra = append(extra, "masked: not trained on")
 	}
 	if s := b.VerifierScore; s != nil {
-		extra = append(extra, fmt.Sprintf("verifier %.2f", *s))
+		// First and short: the pane's width cuts the flags' end.
+		score := fmt.Sprintf("v=%.2f", *s)
 		if b.Gate != "" {
-			extra[len(extra)-1] += " " + b.Gate
+			score += " " + b.Gate
 		}
 		if b.VerifierDisagrees() {
-			extra = append(extra, "VERIFIER DISAGREES")
+			score = "DISAGREES " + score
 		}
+		extra = append([]string{score}, extra...)
 	}
 	return fmt.Sprintf("  %-24s %3d %s %6s %-10s %5s %5s %4s %+7.3f %5d  %s",
 		cut(c.Verdict.InstanceID, 24), c.Index, rewardCell(c, 7), orDash(b.Form, "-"), cut(applied, 10),
@@ -305,14 +307,18 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// flags is the narrow table's one-letter-per-fact column: Valid diff,
-// Applied, Resolved, Truncated, Infra failure, Hack; '.' when not.
+// flagLetters name the narrow table's facts: Valid diff, Applied,
+// Resolved, Truncated, Infra failure, Hack, verifier Disagrees.
+const flagLetters = "VARTIHD"
+
+// flags is the narrow table's one-letter-per-fact column (flagLetters);
+// '.' where a fact does not hold.
 func flags(c *event.CompletionScored) string {
-	f := []byte("......")
+	f := []byte(".......")
 	for i, on := range []bool{c.Verdict.SyntaxOK, c.Verdict.Applied, c.Verdict.Resolved, c.Truncated,
-		c.Verdict.Infra, len(c.Verdict.Hacks) > 0} {
+		c.Verdict.Infra, len(c.Verdict.Hacks) > 0, c.Verdict.VerifierDisagrees()} {
 		if on {
-			f[i] = "VARTIH"[i]
+			f[i] = flagLetters[i]
 		}
 	}
 	return string(f)

@@ -175,6 +175,15 @@ func (h *header) line2() string {
 			parts = append(parts, stage)
 		}
 	}
+	// The gate's totals come before where the run is: an 80-column
+	// header cuts the line's end, and the miss rate is what to watch.
+	if g := st.gate; g.spared+g.audits > 0 {
+		miss := "-"
+		if g.audits > 0 {
+			miss = fmt.Sprintf("%.0f%%", 100*float64(g.misses)/float64(g.audits))
+		}
+		parts = append(parts, fmt.Sprintf("verifier spared %d, audited %d, missed %s", g.spared, g.audits, miss))
+	}
 	if g := groupSizeText(st.info, st.phase); g != "" {
 		parts = append(parts, g)
 	}
@@ -187,13 +196,6 @@ func (h *header) line2() string {
 		}
 	}
 	parts = append(parts, "docker "+hosts)
-	if g := st.gate; g.spared+g.audits > 0 {
-		miss := "-"
-		if g.audits > 0 {
-			miss = fmt.Sprintf("%.0f%%", 100*float64(g.misses)/float64(g.audits))
-		}
-		parts = append(parts, fmt.Sprintf("verifier spared %d, audited %d, missed %s", g.spared, g.audits, miss))
-	}
 	if h.w >= 100 && st.info.OutDir != "" {
 		parts = append(parts, "out "+clean(st.info.OutDir))
 	}

@@ -31,6 +31,8 @@ func (m *Model) helpSections(all bool) []helpSection {
 	secs = append(secs, helpSection{"Group flags", []key.Binding{
 		key.NewBinding(key.WithHelp("V A R", "valid, applied, resolved")),
 		key.NewBinding(key.WithHelp("T I H", "truncated, infra, hack")),
+		key.NewBinding(key.WithHelp("D", "verifier disagrees (sure, graded other)")),
+		key.NewBinding(key.WithHelp("v=0.06", "verifier's score (reward.verifier)")),
 		key.NewBinding(key.WithHelp("step N*", "step N in flight")),
 	}})
 	return secs

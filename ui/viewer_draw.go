@@ -82,6 +82,16 @@ func OutcomeWord(e history.Entry) string {
 			w = append(w, h)
 		}
 	}
+	// The verifier gate's words (reward.verifier), as the Group pane says them.
+	if e.Has(history.VerifierDisagrees) {
+		w = append(w, "DISAGREES")
+	}
+	if e.Has(history.VerifierSpared) {
+		w = append(w, "spared")
+	}
+	if e.Has(history.VerifierAudited) {
+		w = append(w, "audited")
+	}
 	return strings.Join(w, " ")
 }
 
@@ -90,11 +100,12 @@ func (v *Viewer) listLines() []string {
 	if expr == "" {
 		expr = "all, by step"
 	}
-	head := fmt.Sprintf("  %6s %-7s %-32s %-10s %7s %7s  %s", "step", "g.i", "task", "phase", "reward", "adv", "outcome")
+	// The task's column gives the outcome room on a narrow terminal.
+	taskW := max(16, min(32, v.w-64))
+	head := fmt.Sprintf("  %6s %-7s %-*s %-10s %7s %7s  %s", "step", "g.i", taskW, "task", "phase", "reward", "adv", "outcome")
 	keys := "enter open  / filter (task= step=N-M phase= outcome= reward>= adv< text= sort=)  t this task across the run  s sort  m charts  E export selection  esc clear  q quit"
 	// Agent trajectories: their turns and what ended them, before the
-	// outcome; the task's column gives them room on a narrow terminal.
-	taskW := max(16, min(32, v.w-64))
+	// outcome.
 	if v.agentRun {
 		head = fmt.Sprintf("  %6s %-7s %-*s %-10s %7s %7s  %5s %-17s  %s", "step", "g.i", taskW, "task", "phase", "reward", "adv", "turns", "end", "outcome")
 		keys = "enter open  / filter (task= step=N-M phase= outcome= reward>= adv< text= end= turns>= cmd= sort=)  t this task across the run  s sort  m charts  E export selection  esc clear  q quit"
@@ -113,8 +124,8 @@ func (v *Viewer) listLines() []string {
 		if i == v.cursor {
 			mark = "> " // the selection reads without colour too
 		}
-		row := fmt.Sprintf("%s%6d %-7s %-32s %-10s %7.3f %+7.3f  %s", mark, e.Step, fmt.Sprintf("%d.%d", e.Group, e.Index),
-			cut(v.ix.Tasks[e.Task], 32), history.Phases[e.Phase], e.Reward, e.Advantage, OutcomeWord(e))
+		row := fmt.Sprintf("%s%6d %-7s %-*s %-10s %7.3f %+7.3f  %s", mark, e.Step, fmt.Sprintf("%d.%d", e.Group, e.Index),
+			taskW, cut(v.ix.Tasks[e.Task], taskW), history.Phases[e.Phase], e.Reward, e.Advantage, OutcomeWord(e))
 		if v.agentRun {
 			turns, end := "-", "-"
 			if e.Agent() {
@@ -151,6 +162,16 @@ func (v *Viewer) completionLines() []string {
 	}
 	if c.Agent != nil {
 		info = append(info, trajectorySummary(c.Agent))
+	}
+	if s := b.VerifierScore; s != nil {
+		line := fmt.Sprintf("verifier: %.3f that it resolves", *s)
+		if b.Gate != "" {
+			line += "; the gate " + b.Gate + " it"
+		}
+		if b.VerifierDisagrees() {
+			line += "; DISAGREES with the grader"
+		}
+		info = append(info, line)
 	}
 	if p := b.Problem(); p != "" {
 		info = append(info, "problem: "+p)

@@ -104,6 +104,19 @@ func singleShotRun() []event.Event {
 	return evs
 }
 
+// gatedRun is five steps of a run behind a verifier gate (gatedEvents'
+// completions): the fifth step's audits are misses the verifier was sure
+// of.
+func gatedRun() []event.Event {
+	var evs []event.Event
+	for _, ev := range gatedEvents(5) {
+		if c, ok := ev.(event.CompletionScored); ok {
+			evs = append(evs, c)
+		}
+	}
+	return evs
+}
+
 // newTestViewer opens the viewer at w x h over a run folder named "run"
 // (the header shows the folder: a temporary one's name would differ each
 // time), filled by fill. The test works in the folder's parent until back
@@ -152,6 +165,7 @@ func typeFilter(v *Viewer, expr string) {
 // compares with testdata/TestViewerGolden/*.golden (-update rewrites them).
 func TestViewerGolden(t *testing.T) {
 	singleShot := func(dir string) { writeRun(t, dir, singleShotRun()) }
+	gated := func(dir string) { writeRun(t, dir, gatedRun()) }
 	fixture := agentFixture(t)
 	agentRun := func(dir string) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -169,6 +183,9 @@ func TestViewerGolden(t *testing.T) {
 		{"list", singleShot, func(v *Viewer) {}},
 		{"list_filtered", singleShot, func(v *Viewer) { typeFilter(v, "outcome=applied sort=-reward") }},
 		{"completion", singleShot, func(v *Viewer) { pressViewer(v, "enter") }},
+		{"list_verifier", gated, func(v *Viewer) {}},
+		{"list_verifier_disagree", gated, func(v *Viewer) { typeFilter(v, "verifier=disagree") }},
+		{"completion_verifier", gated, func(v *Viewer) { typeFilter(v, "verifier=disagree"); pressViewer(v, "enter") }},
 		{"completion_raw", singleShot, func(v *Viewer) { pressViewer(v, "enter", "c") }},
 		{"agent_list", agentRun, func(v *Viewer) {}},
 		{"agent_list_unfinished", agentRun, func(v *Viewer) { typeFilter(v, "end=unfinished turns>=5") }},
