@@ -13,6 +13,7 @@ import (
 	"github.com/swetui/swetui/history"
 	"github.com/swetui/swetui/serve"
 	"github.com/swetui/swetui/serve/client"
+	"github.com/swetui/swetui/serve/servetest"
 	"github.com/swetui/swetui/task"
 )
 
@@ -97,6 +98,34 @@ func TestVerifierTrain(t *testing.T) {
 	}
 	if r, err := (&client.Client{URL: srv.url}).Verify(context.Background(), serve.ScoreRequest{InstanceID: tasks[0].InstanceID, Patches: []string{tasks[0].Patch}}); err != nil || len(r.Scores) != 1 {
 		t.Errorf("the Go client's Verify: %+v %v", r, err)
+	}
+	// The Python client's verify: a predictions file in, a score a line out;
+	// a server without a verifier is a 404 for each.
+	predsIn := filepath.Join(t.TempDir(), "predictions.jsonl")
+	var lines []string
+	for _, in := range tasks[:2] {
+		line, _ := json.Marshal(app.Prediction{InstanceID: in.InstanceID, Model: "gold", Patch: &in.Patch})
+		lines = append(lines, string(line))
+	}
+	if err := os.WriteFile(predsIn, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scoresOut := filepath.Join(t.TempDir(), "scores.jsonl")
+	if summary := servetest.PythonClient(t, srv.url, "verify", predsIn, "--out", scoresOut); !strings.Contains(summary, "verified 2 of 2 predictions") {
+		t.Errorf("python client verify: %s", summary)
+	}
+	scored, err := os.ReadFile(scoresOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(scored)), "\n") {
+		var r struct {
+			InstanceID string   `json:"instance_id"`
+			Score      *float64 `json:"score"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil || i >= 2 || r.InstanceID != tasks[i].InstanceID || r.Score == nil || *r.Score < 0 || *r.Score > 1 {
+			t.Errorf("python client verify, line %d: %s (%v)", i, line, err)
+		}
 	}
 	empty := t.TempDir()
 	for _, tt := range []struct {

@@ -15,6 +15,9 @@ Answers 429 (queue full) and 503 (server stopping or restarting) are retried aft
 server's Retry-After, and connection errors with a backoff, until max_wait seconds have passed.
 Scoring is idempotent, so a retried request is never counted twice.
 
+With `swetui serve --verifier DIR`, client.verify(patches, instance_id=...) is the learned
+verifier's probability that each patch resolves the task, none of them run.
+
 Agent sessions: a confined sandbox of a task where your agent runs commands, then a verdict
 of its diff (graded as score() grades a patch, in a fresh sandbox):
 
@@ -27,6 +30,7 @@ As a command:
 
     python3 swetui_client.py predictions preds.jsonl --phase docker --concurrency 16 --out results.jsonl
     python3 swetui_client.py predictions gold          # every task's gold patch
+    python3 swetui_client.py verify preds.jsonl        # the server's verifier's scores, none run
     python3 swetui_client.py tasks --split test
     python3 swetui_client.py health
 """
@@ -126,6 +130,17 @@ class Client:
         if no_cache:
             body["no_cache"] = True
         return self.request("POST", "/v1/score", body)["verdicts"]
+
+    def verify(self, patches, instance_id=None, instance=None):
+        """The server's learned verifier (`swetui serve --verifier DIR`): for each patch, the
+        probability that it resolves the task, none of them run. A server without a verifier
+        answers 404 (ServeError)."""
+        body = {"patches": list(patches)}
+        if instance is not None:
+            body["instance"] = instance
+        else:
+            body["instance_id"] = instance_id
+        return self.request("POST", "/v1/verify", body)["scores"]
 
     def rewards(self, patches, instance_id=None, instance=None, phase="docker"):
         """The rewards of score(), None where the evaluation failed for infrastructure reasons (not
@@ -250,6 +265,32 @@ def _predictions(client, args):
     return 0 if len(verdicts) == len(preds) else 1
 
 
+def _verify(client, args):
+    preds = _read_predictions(client, args.predictions)
+    start = time.monotonic()
+
+    def one(p):
+        try:
+            score = client.verify([p.get("model_patch") or ""], instance_id=p["instance_id"])[0]
+            return {"instance_id": p["instance_id"], "model_name_or_path": p.get("model_name_or_path", ""), "score": score}
+        except ServeError as e:
+            return {"instance_id": p["instance_id"], "model_name_or_path": p.get("model_name_or_path", ""),
+                    "error": str(e), "status": e.status}
+
+    with ThreadPoolExecutor(max_workers=max(args.concurrency, 1)) as pool:
+        results = list(pool.map(one, preds))
+    out = open(args.out, "w") if args.out != "-" else sys.stdout
+    for r in results:
+        out.write(json.dumps(r) + "\n")
+    if out is not sys.stdout:
+        out.close()
+    scores = [r["score"] for r in results if "score" in r]
+    mean = sum(scores) / len(scores) if scores else float("nan")
+    print(f"verified {len(scores)} of {len(preds)} predictions: mean score {mean:.4f}, "
+          f"errors {len(results) - len(scores)}; {time.monotonic() - start:.1f}s", file=sys.stderr)
+    return 0 if len(scores) == len(preds) else 1
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Client of swetui serve.")
     ap.add_argument("--url", default=None, help=f"server (default $SWETUI_SERVE_URL or {DEFAULT_URL})")
@@ -260,6 +301,10 @@ def main(argv=None):
     p.add_argument("--phase", default="docker", choices=PHASES)
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight at once")
     p.add_argument("--out", default="-", help="results, one JSON line per prediction (- for stdout)")
+    v = sub.add_parser("verify", help="the server's verifier's score of each prediction (or gold, empty), none run")
+    v.add_argument("predictions")
+    v.add_argument("--concurrency", type=int, default=8, help="requests in flight at once")
+    v.add_argument("--out", default="-", help="results, one JSON line per prediction (- for stdout)")
     t = sub.add_parser("tasks", help="list the server's tasks")
     t.add_argument("--split", default=None)
     sub.add_parser("health", help="the server's /healthz")
@@ -267,6 +312,8 @@ def main(argv=None):
     client = Client(args.url, max_wait=args.max_wait)
     if args.cmd == "predictions":
         return _predictions(client, args)
+    if args.cmd == "verify":
+        return _verify(client, args)
     if args.cmd == "tasks":
         for task in client.tasks(split=args.split):
             print(json.dumps(task))
