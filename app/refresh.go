@@ -10,6 +10,7 @@ import (
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
+	"github.com/swetui/swetui/model/cuda"
 )
 
 // VerifierSteps are the optimiser steps a verifier trains (swetui
@@ -19,7 +20,8 @@ const VerifierSteps = 300
 // refresher retrains the gate's verifier every `every` steps
 // (reward.verifier_refresh_steps): it hears each step's end on the run's
 // event stream (stepTap) and starts a retraining in the background unless
-// one is running; once trained, the new verifier takes the gate's place.
+// one is running (trainRefresh: on the CPU, or on the run's GPU between
+// the run's work); once trained, the new verifier takes the gate's place.
 // A step never waits for it.
 type refresher struct {
 	every int
@@ -86,14 +88,24 @@ func (t stepTap) Publish(ev event.Event) {
 }
 
 // trainRefresh is a refresher's train for a run: the verifier of the
-// run's verdicts so far, from reward.verifier's checkpoint, on the CPU,
-// into the run's verifier/step-N, opened for the gate.
-func trainRefresh(cfg config.Config) func(ctx context.Context, step int) (PatchVerifier, string, error) {
+// run's verdicts so far, from reward.verifier's checkpoint, in steps
+// optimiser steps, into the run's verifier/step-N, opened for the gate. A
+// run on the CPU retrains on the CPU beside it; a run on GPUs retrains on
+// its first GPU (verifierDevice), yielding it (cuda.WithYield): each of the
+// refresh's device calls waits until the run's have left the GPU idle, so
+// it trains while a step waits on containers and between steps, and a
+// step's call never waits on it. The refreshed verifier is opened on that
+// GPU as the run's own work: the gate's scoring is on a step's path.
+func trainRefresh(cfg config.Config, steps int) func(ctx context.Context, step int) (PatchVerifier, string, error) {
 	return func(ctx context.Context, step int) (PatchVerifier, string, error) {
 		c := cfg
-		c.Model.Device, c.Model.InitCkpt = "cpu", cfg.Reward.Verifier
+		c.Model.Device, c.Model.InitCkpt = verifierDevice(cfg.Model.Device), cfg.Reward.Verifier
+		trainCtx := ctx
+		if c.Model.Device != "cpu" {
+			trainCtx = cuda.WithYield(ctx)
+		}
 		out := history.RunDir(cfg.Run.OutDir).Verifier(step)
-		rep, err := TrainVerifier(ctx, c, []string{cfg.Run.OutDir}, out, VerifierSteps, nil)
+		rep, err := TrainVerifier(trainCtx, c, []string{cfg.Run.OutDir}, out, steps, nil)
 		if err != nil {
 			return nil, "", err
 		}
@@ -106,6 +118,20 @@ func trainRefresh(cfg config.Config) func(ctx context.Context, step int) (PatchV
 		if err != nil {
 			return nil, "", err
 		}
-		return v, fmt.Sprintf("%d verdicts, held-out AUC %.3f (%s)", rep.Examples, rep.AUC, out), nil
+		return v, fmt.Sprintf("%d verdicts on %s, held-out AUC %.3f (%s)", rep.Examples, rep.Device, rep.AUC, out), nil
 	}
+}
+
+// verifierDevice is where a run's verifier scores and retrains: the CPU
+// for a CPU run, else the run's first GPU (one: the verifier is small
+// work beside the run and needs no all-reduce).
+func verifierDevice(device string) string {
+	kind, ords, all, err := cuda.ParseDevices(device)
+	switch {
+	case err != nil || kind != "cuda":
+		return "cpu"
+	case all || len(ords) == 0:
+		return "cuda:0"
+	}
+	return fmt.Sprintf("cuda:%d", ords[0])
 }

@@ -58,7 +58,9 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 	var grader Grader = scorer
 	var refresh *refresher
 	if cfg.Reward.Verifier != "" {
-		v, err := OpenVerifier(ctx, cfg, cfg.Reward.Verifier)
+		vc := cfg
+		vc.Model.Device = verifierDevice(cfg.Model.Device)
+		v, err := OpenVerifier(ctx, vc, cfg.Reward.Verifier)
 		if err != nil {
 			return nil, fmt.Errorf("reward.verifier: %w", err)
 		}
@@ -72,7 +74,7 @@ func OpenRun(ctx context.Context, ws *Workspace, bus event.Publisher) (_ *Run, e
 			cfg.Reward.Verifier, cfg.Reward.VerifierSkipBelow, 100*cfg.Reward.VerifierAudit, 100*cfg.Reward.VerifierMaxMiss))
 		if every := cfg.Reward.VerifierRefreshSteps; every > 0 {
 			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			refresh = &refresher{every: every, gate: grader.(*Gate), train: trainRefresh(cfg), ctx: rctx, say: func(lvl event.Level, text string) {
+			refresh = &refresher{every: every, gate: grader.(*Gate), train: trainRefresh(cfg, VerifierSteps), ctx: rctx, say: func(lvl event.Level, text string) {
 				if bus != nil {
 					bus.Publish(event.Message{Level: lvl, Time: time.Now(), Text: text})
 				}

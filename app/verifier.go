@@ -39,6 +39,7 @@ type VerifierReport struct {
 	HeldTasks        int      `json:"heldout_tasks"`
 	HeldoutPositives int      `json:"heldout_resolved"`
 	Steps            int      `json:"steps"`
+	Device           string   `json:"device"` // where it trained
 	YesToken         int      `json:"yes_token"`
 	NoToken          int      `json:"no_token"`
 	AUC              float64  `json:"auc"`
@@ -97,6 +98,7 @@ func TrainVerifier(ctx context.Context, cfg config.Config, runs []string, out st
 		return rep, fmt.Errorf("verifier: %w", err)
 	}
 	defer on.Close()
+	rep.Device = on.Device
 	issues, err := issuesOf(ctx, cfg)
 	if err != nil {
 		return rep, err

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -23,6 +24,11 @@ type CUDADevice struct {
 	blas    uintptr
 	info    Info
 	nvrtcV  string
+
+	// work is the process's work on this GPU; a yielding handle
+	// (WithYield) waits for it to be idle before each call.
+	work  *work
+	yield bool
 
 	mu     sync.Mutex
 	err    error // first failure since the current Do began
@@ -55,7 +61,7 @@ func OpenCUDA(ctx context.Context, ordinal int, l *Loader) (*CUDADevice, error) 
 	if err != nil {
 		return nil, err
 	}
-	d := &CUDADevice{L: L, ordinal: ordinal, mods: map[modKey]*module{}}
+	d := &CUDADevice{L: L, ordinal: ordinal, mods: map[modKey]*module{}, work: workOn(ordinal), yield: yielding(ctx)}
 	if dir, err := os.UserCacheDir(); err == nil {
 		d.cache = filepath.Join(dir, "swetui", "cuda")
 	}
@@ -131,8 +137,15 @@ func (d *CUDADevice) memInfo() (free, total uint64, ok bool) {
 	return free, total, d.L.drv.cuMemGetInfo(&free, &total) == 0
 }
 
-// Do implements Device.
+// Do implements Device. A yielding handle's (WithYield) first waits for
+// the GPU's other work in this process to be idle for yieldQuiet.
 func (d *CUDADevice) Do(fn func() error) error {
+	if d.yield {
+		d.work.waitIdle(yieldQuiet)
+	} else {
+		d.work.enter()
+		defer func() { d.work.leave(time.Now()) }()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	runtime.LockOSThread()
