@@ -235,17 +235,19 @@ def _read_predictions(client, path):
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _predictions(client, args):
+def _each_prediction(client, args, key, ask):
+    """Ask the server about each prediction of args.predictions, args.concurrency at once, and
+    write a result a line to args.out: the prediction's ids and ask's answer under key, or the
+    error. Returns the predictions, the results and when it started."""
     preds = _read_predictions(client, args.predictions)
     start = time.monotonic()
 
     def one(p):
+        ids = {"instance_id": p["instance_id"], "model_name_or_path": p.get("model_name_or_path", "")}
         try:
-            v = client.score([p.get("model_patch") or ""], instance_id=p["instance_id"], phase=args.phase)[0]
-            return {"instance_id": p["instance_id"], "model_name_or_path": p.get("model_name_or_path", ""), "verdict": v}
+            return {**ids, key: ask(p.get("model_patch") or "", p["instance_id"])}
         except ServeError as e:
-            return {"instance_id": p["instance_id"], "model_name_or_path": p.get("model_name_or_path", ""),
-                    "error": str(e), "status": e.status}
+            return {**ids, "error": str(e), "status": e.status}
 
     with ThreadPoolExecutor(max_workers=max(args.concurrency, 1)) as pool:
         results = list(pool.map(one, preds))
@@ -254,6 +256,12 @@ def _predictions(client, args):
         out.write(json.dumps(r) + "\n")
     if out is not sys.stdout:
         out.close()
+    return preds, results, start
+
+
+def _predictions(client, args):
+    preds, results, start = _each_prediction(
+        client, args, "verdict", lambda patch, iid: client.score([patch], instance_id=iid, phase=args.phase)[0])
     verdicts = [r["verdict"] for r in results if "verdict" in r]
     scored = [v for v in verdicts if not v.get("infra_failure")]
     mean = sum(v["reward"] for v in scored) / len(scored) if scored else float("nan")
@@ -266,24 +274,8 @@ def _predictions(client, args):
 
 
 def _verify(client, args):
-    preds = _read_predictions(client, args.predictions)
-    start = time.monotonic()
-
-    def one(p):
-        try:
-            score = client.verify([p.get("model_patch") or ""], instance_id=p["instance_id"])[0]
-            return {"instance_id": p["instance_id"], "model_name_or_path": p.get("model_name_or_path", ""), "score": score}
-        except ServeError as e:
-            return {"instance_id": p["instance_id"], "model_name_or_path": p.get("model_name_or_path", ""),
-                    "error": str(e), "status": e.status}
-
-    with ThreadPoolExecutor(max_workers=max(args.concurrency, 1)) as pool:
-        results = list(pool.map(one, preds))
-    out = open(args.out, "w") if args.out != "-" else sys.stdout
-    for r in results:
-        out.write(json.dumps(r) + "\n")
-    if out is not sys.stdout:
-        out.close()
+    preds, results, start = _each_prediction(
+        client, args, "score", lambda patch, iid: client.verify([patch], instance_id=iid)[0])
     scores = [r["score"] for r in results if "score" in r]
     mean = sum(scores) / len(scores) if scores else float("nan")
     print(f"verified {len(scores)} of {len(preds)} predictions: mean score {mean:.4f}, "
