@@ -127,6 +127,27 @@ func TestVerifierTrain(t *testing.T) {
 			t.Errorf("python client verify, line %d: %s (%v)", i, line, err)
 		}
 	}
+	// A verifier whose YES and NO are not its tokenizer's (built for
+	// another one): its verifier.json says other token ids.
+	other := t.TempDir()
+	files, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(out, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Name() == app.VerifierFile {
+			r := rep
+			r.YesToken, r.NoToken = rep.NoToken, rep.YesToken
+			b, _ = json.Marshal(r)
+		}
+		if err := os.WriteFile(filepath.Join(other, f.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	empty := t.TempDir()
 	for _, tt := range []struct {
 		name string
@@ -141,6 +162,8 @@ func TestVerifierTrain(t *testing.T) {
 		{"select without a verifier", []string{"eval", "--ckpt", "../warmstart/shipped", "--select", "verifier"}, ExitUsage, "go together"},
 		{"not a verifier", []string{"eval", "--ckpt", "../warmstart/shipped", "--select", "verifier", "--verifier", empty, "--out", filepath.Join(empty, "p.jsonl")},
 			ExitFailure, filepath.Join(empty, app.VerifierFile)},
+		{"another tokenizer's", []string{"eval", "--ckpt", "../warmstart/shipped", "--select", "verifier", "--verifier", other, "--out", filepath.Join(empty, "p.jsonl")},
+			ExitFailure, filepath.Join(other, app.VerifierFile) + ": trained with YES and NO as tokens"},
 	} {
 		code, _, stderr := runCLI(t, tt.args...)
 		if code != tt.code || !strings.Contains(stderr, tt.says) {
