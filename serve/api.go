@@ -91,6 +91,17 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, errorResponse{Error: msg})
 }
 
+// methodIs answers 405 with Allow, saying what to do (as "POST a score
+// request"), unless r's method is method.
+func methodIs(w http.ResponseWriter, r *http.Request, method, what string) bool {
+	if r.Method == method {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	writeError(w, http.StatusMethodNotAllowed, method+" "+what)
+	return false
+}
+
 // auth requires the bearer token, when there is one. The scheme's name is
 // matched in any case (RFC 9110 section 11.1), the token exactly.
 func (s *Server) auth(h http.Handler) http.Handler {
@@ -208,9 +219,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, run bool) (parsed
 
 func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "POST a score request")
+	if !methodIs(w, r, http.MethodPost, "a score request") {
 		return
 	}
 	// The deadline runs from the first byte: reading, parsing and the
@@ -475,9 +484,7 @@ type taskSummary struct {
 }
 
 func (s *Server) handleTasks(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		writeError(w, http.StatusMethodNotAllowed, "GET the tasks")
+	if !methodIs(w, r, http.MethodGet, "the tasks") {
 		return
 	}
 	split := r.URL.Query().Get("split")
@@ -568,9 +575,7 @@ func (s *Server) takeBody(ctx context.Context, w http.ResponseWriter, r *http.Re
 // deadline; 404 on a server started without one.
 func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "POST a verify request")
+	if !methodIs(w, r, http.MethodPost, "a verify request") {
 		return
 	}
 	if s.opts.Verifier == nil {
