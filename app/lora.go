@@ -180,7 +180,13 @@ func (ws *Workspace) Workload(cfg model.Config, act cuda.DType, lora *model.LoRA
 	if lora != nil {
 		lc = &lora.Cfg
 	}
-	return workloadOf(ws.Cfg, cfg, act, lc, withRef)
+	w := workloadOf(ws.Cfg, cfg, act, lc, withRef)
+	if ws.SampleOnly == 0 {
+		if w.Beside = refreshBeside(ws.Cfg, act, lc); w.Beside != nil {
+			w.BesideWhat = refreshBesideWhat
+		}
+	}
+	return w
 }
 
 // workloadOf is what a run of c on a model of shape mc holds on a device.

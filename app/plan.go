@@ -41,6 +41,8 @@ func PlanWorkload(cfg config.Config, o PlanOptions) (w cuda.Workload, what strin
 	w = workloadOf(cfg, mc, cuda.BF16, lora, cfg.GRPO.KLCoef > 0)
 	if o.Eval > 0 {
 		w.Inference, w.Completions, w.LoRA, w.Reference, w.Snapshots = true, o.Eval, nil, false, 0
+	} else if w.Beside = refreshBeside(cfg, cuda.BF16, lora); w.Beside != nil {
+		w.BesideWhat = refreshBesideWhat
 	}
 	w.GPUs, w.ShardOptimizer = o.GPUs, cfg.Model.ShardOptimizer
 	return w, what, nil

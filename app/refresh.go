@@ -10,6 +10,7 @@ import (
 	"github.com/swetui/swetui/config"
 	"github.com/swetui/swetui/event"
 	"github.com/swetui/swetui/history"
+	"github.com/swetui/swetui/model"
 	"github.com/swetui/swetui/model/cuda"
 )
 
@@ -135,3 +136,24 @@ func verifierDevice(device string) string {
 	}
 	return fmt.Sprintf("cuda:%d", ords[0])
 }
+
+// refreshBeside is what a run's verifier refresh (reward.verifier and
+// reward.verifier_refresh_steps) will hold on the run's first GPU beside
+// the run, for the run's memory plan: the verifier's model trained as
+// TrainVerifier trains it (the run's LoRA shape and micro-batches); nil
+// without a refresh, or when reward.verifier is not a model folder (the
+// gate's opening says so first).
+func refreshBeside(c config.Config, act cuda.DType, lora *model.LoRAConfig) *cuda.Workload {
+	if c.Reward.Verifier == "" || c.Reward.VerifierRefreshSteps <= 0 {
+		return nil
+	}
+	mc, _, err := planShape(c, c.Reward.Verifier)
+	if err != nil {
+		return nil
+	}
+	mc.Context = c.Model.Context
+	return &cuda.Workload{Cfg: mc, Act: act, LoRA: lora, MicroTokens: c.Model.MicroTokens, Recompute: c.Model.Recompute == "on"}
+}
+
+// refreshBesideWhat names refreshBeside's line of a plan.
+const refreshBesideWhat = "the verifier's refresh (reward.verifier_refresh_steps)"

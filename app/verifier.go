@@ -93,6 +93,7 @@ func TrainVerifier(ctx context.Context, cfg config.Config, runs []string, out st
 	}
 
 	cfg.Model.Tokenizer, cfg.Run.OutDir = "", out
+	cfg.Reward.VerifierRefreshSteps = 0 // a verifier's training is no run with a refresh beside it
 	ws, _, on, err := OpenSFT(ctx, cfg)
 	if err != nil {
 		return rep, fmt.Errorf("verifier: %w", err)

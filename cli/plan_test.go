@@ -36,6 +36,8 @@ func TestPlanCommand(t *testing.T) {
 		{"nothing fits", []string{"--model", "qwen2.5-coder-14b", "model.context=32768", "--gpu-gib", "24"}, ExitFailure, []string{"no combination"}},
 		{"eval samples only", []string{"--model", "qwen2.5-coder-7b", "--eval", "8"}, ExitOK, []string{"eval: sampling 8 replies a task"}},
 		{"a model folder", []string{"--model", hf}, ExitOK, []string{hf}},
+		{"a verifier refreshed beside the run", []string{"--model", "qwen2.5-coder-7b", "lora.rank=16", "reward.verifier=" + hf, "reward.verifier_refresh_steps=200"}, ExitOK,
+			[]string{"the verifier's refresh (reward.verifier_refresh_steps)"}},
 		{"an unknown model", []string{"--model", "gpt-9"}, ExitUsage, []string{"neither a known shape (llama-3-8b, qwen2.5-coder-0.5b"}},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{"plan"}, tt.args...)...)

@@ -50,6 +50,11 @@ type Workload struct {
 	// ShardOptimizer is ZeRO-1 across GPUs: each keeps the AdamW moments
 	// of its 1/GPUs share of the weights only.
 	ShardOptimizer bool
+	// Beside is another job of the process on the same GPU, counted whole
+	// on one line named BesideWhat: the learned verifier's refresh beside
+	// a run (reward.verifier_refresh_steps).
+	Beside     *Workload
+	BesideWhat string
 }
 
 // ncclBufferBytes is an allowance for NCCL's own device buffers on each
@@ -202,6 +207,9 @@ func Plan(w Workload) MemoryPlan {
 	}
 	if w.GPUs > 1 {
 		p.add(fmt.Sprintf("NCCL buffers (%d GPUs; an estimate: NCCL sizes them by topology)", w.GPUs), ncclBufferBytes)
+	}
+	if w.Beside != nil {
+		p.add(w.BesideWhat, int(Plan(*w.Beside).Total))
 	}
 	if w.Snapshots > 0 {
 		each := copyBytes + rope

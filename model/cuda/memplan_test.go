@@ -374,3 +374,20 @@ func TestSizeFits(t *testing.T) {
 		}
 	}
 }
+
+// A job beside the run on the same GPU (the verifier's refresh) is
+// counted whole, on its own line.
+func TestPlanCountsTheJobBeside(t *testing.T) {
+	run := Workload{Cfg: qwen2Small(), Act: BF16, Completions: 4, MicroTokens: 256}
+	beside := Workload{Cfg: qwen2Small(), Act: BF16, MicroTokens: 128}
+	alone := Plan(run)
+	run.Beside, run.BesideWhat = &beside, "the verifier's refresh"
+	both := Plan(run)
+	if both.Total != alone.Total+Plan(beside).Total {
+		t.Errorf("with the job beside %d bytes, want %d + %d", both.Total, alone.Total, Plan(beside).Total)
+	}
+	last := both.Items[len(both.Items)-1]
+	if last.Name != "the verifier's refresh" || int64(last.Bytes) != Plan(beside).Total {
+		t.Errorf("its line: %+v", last)
+	}
+}

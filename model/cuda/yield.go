@@ -13,7 +13,7 @@ import (
 // fills the run's gaps (a docker-phase step waits on containers most of
 // its time) and a run's call never waits on a lock of the job's: at most
 // on the GPU finishing the one batch of kernels the job has in flight.
-// The job's memory is its own: the run's memory plan does not count it.
+// The run's memory plan counts the job's memory (Workload.Beside).
 
 // yieldQuiet is how long a GPU's other work must have been idle before a
 // yielding handle's next call starts: longer than the gaps between one
