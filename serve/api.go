@@ -52,19 +52,6 @@ type ScoreResponse struct {
 	VerifierScores []float64 `json:"verifier_scores,omitempty"`
 }
 
-// VerifyResponse answers POST /v1/verify: the verifier's probability that
-// each patch resolves the task, none of them run.
-type VerifyResponse struct {
-	InstanceID string    `json:"instance_id"`
-	Scores     []float64 `json:"scores"`
-	ElapsedS   float64   `json:"elapsed_s"`
-}
-
-// Verifier scores candidates without running them (app.Verifier).
-type Verifier interface {
-	Verify(ctx context.Context, inst *task.Instance, patches []string) ([]float64, error)
-}
-
 // errorResponse is every answer that is not a 200.
 type errorResponse struct {
 	Error string `json:"error"`
@@ -229,17 +216,12 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 	// The body's bytes count against serve.inflight_mb from before it is
 	// read until the last use of its patches (which a request past its
 	// deadline leaves to the scoring still running).
-	give, ok := s.takeBody(ctx, w, r)
+	p, give, ok := s.takeParsed(ctx, w, r, true, "POST /v1/score")
 	if !ok {
 		return
 	}
 	held := newHold(give)
 	defer held.done()
-	p, err := s.parse(w, r, true)
-	if err != nil {
-		s.answerError(w, "POST /v1/score", err)
-		return
-	}
 
 	resp := ScoreResponse{InstanceID: p.inst.InstanceID, Phase: p.phase,
 		Verdicts: make([]event.Verdict, len(p.patches)), Cached: make([]bool, len(p.patches))}
@@ -570,34 +552,18 @@ func (s *Server) takeBody(ctx context.Context, w http.ResponseWriter, r *http.Re
 	return func() { s.bodies.give(size) }, true
 }
 
-// handleVerify answers POST /v1/verify: a score request's body, scored by
-// the verifier alone (no container, no cache), within the request's
-// deadline; 404 on a server started without one.
-func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	if !methodIs(w, r, http.MethodPost, "a verify request") {
-		return
+// takeParsed takes r's body's bytes (takeBody) and parses it (parse, run
+// as there); a request refused or not understood is answered, its bytes
+// given back, and ok is false. give returns the bytes.
+func (s *Server) takeParsed(ctx context.Context, w http.ResponseWriter, r *http.Request, run bool, op string) (p parsed, give func(), ok bool) {
+	if give, ok = s.takeBody(ctx, w, r); !ok {
+		return p, nil, false
 	}
-	if s.opts.Verifier == nil {
-		writeError(w, http.StatusNotFound, "this server has no verifier: start it with swetui serve --verifier DIR")
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
-	defer cancel()
-	give, ok := s.takeBody(ctx, w, r)
-	if !ok {
-		return
-	}
-	defer give()
-	p, err := s.parse(w, r, false)
+	p, err := s.parse(w, r, run)
 	if err != nil {
-		s.answerError(w, "POST /v1/verify", err)
-		return
+		give()
+		s.answerError(w, op, err)
+		return p, nil, false
 	}
-	scores, err := s.opts.Verifier.Verify(ctx, p.inst, p.patches)
-	if err != nil {
-		s.refuse(ctx, w, r, fmt.Sprintf("%s: %d patches", quote(p.inst.InstanceID), len(p.patches)), err)
-		return
-	}
-	writeJSON(w, http.StatusOK, VerifyResponse{InstanceID: p.inst.InstanceID, Scores: scores, ElapsedS: time.Since(start).Seconds()})
+	return p, give, true
 }
