@@ -152,11 +152,10 @@ func TrainVerifier(ctx context.Context, cfg config.Config, runs []string, out st
 		if err != nil {
 			return rep, err
 		}
-		lp, err := on.Policy.Logprobs(ctx, []train.Sequence{{Prompt: q, Completion: yes[:1]}, {Prompt: q, Completion: no[:1]}})
-		if err != nil {
-			return rep, fmt.Errorf("verifier: %w", err)
+		if logits[i], err = yesNoLogit(ctx, on.Policy, q, rep.YesToken, rep.NoToken); err != nil {
+			return rep, err
 		}
-		logits[i], labels[i] = lp[0][0]-lp[1][0], e.Resolved
+		labels[i] = e.Resolved
 		if e.Resolved {
 			rep.HeldoutPositives++
 		}
@@ -287,15 +286,26 @@ func (v *Verifier) Score(ctx context.Context, issue string, e verifier.Example) 
 	ids := prompt.Fit(v.ws.Tok.Encode(q), v.ws.Cfg.Model.Context, 8)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	lp, err := v.on.Policy.Logprobs(ctx, []train.Sequence{{Prompt: ids, Completion: []int{v.Report.YesToken}}, {Prompt: ids, Completion: []int{v.Report.NoToken}}})
+	z, err := yesNoLogit(ctx, v.on.Policy, ids, v.Report.YesToken, v.Report.NoToken)
 	if err != nil {
-		return 0, fmt.Errorf("verifier: %w", err)
+		return 0, err
 	}
 	t := v.Report.Temperature
 	if t <= 0 {
 		t = 1
 	}
-	return verifier.Sigmoid((lp[0][0] - lp[1][0]) / t), nil
+	return verifier.Sigmoid(z / t), nil
+}
+
+// yesNoLogit is the verifier's logit of question q: the logprob of the
+// YES token against the NO token at the answer's place. One question a
+// call: a sample-only device plan counts one prompt's prefill.
+func yesNoLogit(ctx context.Context, pol train.Policy, q []int, yes, no int) (float64, error) {
+	lp, err := pol.Logprobs(ctx, []train.Sequence{{Prompt: q, Completion: []int{yes}}, {Prompt: q, Completion: []int{no}}})
+	if err != nil {
+		return 0, fmt.Errorf("verifier: %w", err)
+	}
+	return lp[0][0] - lp[1][0], nil
 }
 
 // Close frees the verifier's device, once a score under way is done.
